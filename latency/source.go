@@ -107,7 +107,12 @@ type Status struct {
 	// succeeding or failing. Before the first read (the tracking just
 	// began: a Pool.Set added the source or restarted its counters)
 	// SourceUp is false, and the source is not down but not read yet.
-	SourceRead        bool
+	SourceRead bool
+	// Measured says a change of the source's counters has been counted.
+	// The first successful read of a tracker is only its baseline: until
+	// the next, the window and counters hold nothing, which is not a
+	// window without requests (a busy tenant is not idle).
+	Measured          bool
 	ScrapeErrorsTotal uint64
 	// GoodKnown is false when good requests cannot be counted: no
 	// objective, or a source without latency buckets (Triton without its

@@ -63,3 +63,66 @@ func TestSourceReadAtFirstRead(t *testing.T) {
 		})
 	}
 }
+
+// A tracker's first successful read is its baseline: the counters start
+// there and nothing is counted, so its window is empty however busy the
+// source. Its Status says so (Measured false, the source up) until a later
+// read counts a change; a reload that restarts the counters starts over,
+// one that keeps them keeps it measured.
+func TestMeasuredAfterBaseline(t *testing.T) {
+	tests := []struct {
+		name     string
+		reads    []string // the answers' counts ("": a failed read)
+		reload   string   // the Key of a Set after the reads; "": none
+		after    []string // reads after the reload
+		measured bool
+		window   float64 // requests in the window
+	}{
+		{name: "one read: the baseline", reads: []string{"1000"}, measured: false},
+		{name: "a failed read, then one answered: the baseline", reads: []string{"", "1000"}, measured: false},
+		{name: "two reads: measured", reads: []string{"1000", "1300"}, measured: true, window: 300},
+		{name: "two reads of the same counts: measured, no request", reads: []string{"1000", "1000"}, measured: true},
+		{name: "measured, then a reload that restarts the counters and one read", reads: []string{"1000", "1300"}, reload: "a2", after: []string{"1600"}, measured: false},
+		{name: "measured, then a reload that restarts them and two reads", reads: []string{"1000", "1300"}, reload: "a2", after: []string{"1600", "1900"}, measured: true, window: 300},
+		{name: "measured, then a reload that keeps them", reads: []string{"1000", "1300"}, reload: "a", measured: true, window: 300},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var count string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				if count == "" {
+					w.WriteHeader(http.StatusInternalServerError)
+					return
+				}
+				_, _ = w.Write([]byte(vllmText(count)))
+			}))
+			defer srv.Close()
+			clock := gpu.NewManualClock(time.Unix(1000, 0))
+			p := NewPool(Options{Clock: clock, HTTPClient: srv.Client()})
+			spec := func(key string) []Spec {
+				return []Spec{{Name: "a", Key: key, Source: &Source{URL: srv.URL, Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20},
+					Objective: &Objective{Quantile: 0.9, Target: time.Second}, Window: time.Minute}}
+			}
+			read := func(counts []string) {
+				for _, c := range counts {
+					count = c
+					p.Refresh(context.Background())
+					clock.Advance(15 * time.Second)
+				}
+			}
+			p.Set(spec("a"), 15*time.Second)
+			read(tc.reads)
+			if tc.reload != "" {
+				p.Set(spec(tc.reload), 15*time.Second)
+				read(tc.after)
+			}
+			st, ok := p.Status("a")
+			if !ok {
+				t.Fatal("source not tracked")
+			}
+			if !st.SourceUp || st.Measured != tc.measured || st.WindowRequests != tc.window {
+				t.Errorf("up %v, measured %v, %v requests in the window (%q); want up, measured %v, %v", st.SourceUp, st.Measured, st.WindowRequests, st.LastError, tc.measured, tc.window)
+			}
+		})
+	}
+}

@@ -41,6 +41,7 @@ type sloTracker struct {
 	epoch      uint64 // Status.Epoch: set by the Pool before the tracker is shared
 	up         bool
 	read       bool // read at least once, the read succeeding or not
+	measured   bool // Status.Measured: a delta counted, past the baseline
 	errsTotal  uint64
 	lastErr    string
 	status     Status
@@ -119,6 +120,7 @@ func (s *sloTracker) accept(from, now time.Time, h histo, d *histo) {
 	s.lastErr = ""
 	s.lastScrape = now
 	if d != nil {
+		s.measured = true
 		reqs, _, _ := d.requests()
 		s.reqTotal += reqs
 		if s.slo != nil && !d.mean {
@@ -310,6 +312,7 @@ func (s *sloTracker) computeLocked(now time.Time) Status {
 		Epoch:             s.epoch,
 		SourceUp:          s.up,
 		SourceRead:        s.read,
+		Measured:          s.measured,
 		ScrapeErrorsTotal: s.errsTotal,
 	}
 	if s.slo != nil {

@@ -62,7 +62,7 @@ func TestParseConfigFields(t *testing.T) {
 }
 
 func TestParseConfigEmpty(t *testing.T) {
-	for _, in := range []string{"", "# nothing\n", "tenants: []\n", "tenants:\n"} {
+	for _, in := range []string{"", "# nothing\n", "tenants: []\n", "tenants:\n", "tenants: []\n---\n# end\n"} {
 		cfg, err := ParseConfig("t.yaml", []byte(in))
 		if err != nil {
 			t.Errorf("%q: %v", in, err)

@@ -243,6 +243,8 @@ func (in roundInput) budget(d *gpu.Device) (RoundKind, string, string) {
 			return RoundNoSignal, s.Tenant + "'s latency source has not been read yet: holding (its SLO cannot be judged until it is, so nothing is given back, lowered or raised on it)", ""
 		case !s.SourceUp:
 			return RoundNoSignal, s.Tenant + "'s latency source is down: holding (its SLO cannot be judged, so nothing is given back, lowered or raised on it)", ""
+		case !s.Measured:
+			return RoundNoSignal, s.Tenant + "'s latency source has no window yet (its first read is the baseline its requests are counted from): holding (its SLO cannot be judged until the next read, so nothing is given back, lowered or raised on it)", ""
 		case s.BelowFloor():
 			return RoundNoSignal, fmt.Sprintf("%s's requests come below its SLO's min_throughput (%.2g/s over its %v window, floor %g/s): holding (too few to judge its SLO by)",
 				s.Tenant, s.WindowRequests/s.Window.Seconds(), s.Window, s.MinThroughput), ""

@@ -34,7 +34,7 @@ func TestBurn(t *testing.T) {
 func roundSnap() *tenant.Snapshot {
 	s := snapshot(t0, []gpu.Device{{UUID: uuid0, Index: 0, Up: true, Mode: gpu.SharingMPS}, {UUID: "GPU-1", Index: 1, Up: true, Mode: gpu.SharingTimeSlice}},
 		[]tenant.Usage{{Tenant: "chat", UUID: uuid0}})
-	s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, SourceRead: true, Quantile: 0.99, GoodKnown: true}}}
+	s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.99, GoodKnown: true}}}
 	return s
 }
 
@@ -142,9 +142,11 @@ func TestGPURoundUnjudged(t *testing.T) {
 			"chat's latency source is down: holding"},
 		{"source not read yet", gpu.ClassLatency, latency.Status{Quantile: 0.99, GoodKnown: true}, 0, RoundNoSignal,
 			"chat's latency source has not been read yet: holding"},
-		{"below min_throughput", gpu.ClassLatency, latency.Status{SourceUp: true, SourceRead: true, Quantile: 0.99, GoodKnown: true, Window: 30 * time.Second, WindowRequests: 30}, 5, RoundNoSignal,
+		{"read once: a baseline, no window yet", gpu.ClassLatency, latency.Status{SourceUp: true, SourceRead: true, Quantile: 0.99, GoodKnown: true}, 0, RoundNoSignal,
+			"chat's latency source has no window yet"},
+		{"below min_throughput", gpu.ClassLatency, latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.99, GoodKnown: true, Window: 30 * time.Second, WindowRequests: 30}, 5, RoundNoSignal,
 			"chat's requests come below its SLO's min_throughput (1/s over its 30s window, floor 5/s): holding"},
-		{"at min_throughput: the burn", gpu.ClassLatency, latency.Status{SourceUp: true, SourceRead: true, Quantile: 0.99, GoodKnown: true, Window: 30 * time.Second, WindowRequests: 150}, 5, RoundNoChange,
+		{"at min_throughput: the burn", gpu.ClassLatency, latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.99, GoodKnown: true, Window: 30 * time.Second, WindowRequests: 150}, 5, RoundNoChange,
 			"chat burns its error budget 3.33x"},
 		{"not a latency tenant: the burn", gpu.ClassBatch, latency.Status{Quantile: 0.99, GoodKnown: true}, 0, RoundNoChange,
 			"chat burns its error budget 3.33x"},
@@ -201,8 +203,8 @@ func TestGPURoundDown(t *testing.T) {
 // down).
 func TestTenantBurns(t *testing.T) {
 	s := roundSnap()
-	s.SLOs = append(s.SLOs, tenant.SLOStatus{Tenant: "api", Status: latency.Status{SourceUp: true, SourceRead: true, Quantile: 0.9, GoodKnown: true}},
-		tenant.SLOStatus{Tenant: "nobuckets", Status: latency.Status{SourceUp: true, SourceRead: true, Quantile: 0.9}},
+	s.SLOs = append(s.SLOs, tenant.SLOStatus{Tenant: "api", Status: latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.9, GoodKnown: true}},
+		tenant.SLOStatus{Tenant: "nobuckets", Status: latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.9}},
 		tenant.SLOStatus{Tenant: "gone", Status: latency.Status{SourceRead: true, Quantile: 0.99, GoodKnown: true}},
 		tenant.SLOStatus{Tenant: "new", Status: latency.Status{Quantile: 0.99, GoodKnown: true}})
 	got := tenantBurns(s, map[string]FastSLO{"chat": {Over: time.Minute, Total: 200, Good: 190}, "api": {Over: 30 * time.Second},
@@ -278,7 +280,7 @@ func TestStatusHistory(t *testing.T) {
 		s := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, PowerLimitW: &limit,
 			ComputeTimeSlice: gpu.TimeSliceDefault, Processes: []gpu.Process{mpsProc(7, &frac)}}},
 			[]tenant.Usage{{Tenant: "chat", UUID: uuid0}, {Tenant: "batch", UUID: uuid0, PIDs: []uint32{7}}})
-		s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, SourceRead: true, Quantile: 0.9, GoodKnown: true,
+		s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.9, GoodKnown: true,
 			RequestsTotal: float64(100 * (i + 1)), GoodRequestsTotal: good}}}
 		if _, err := tu.RunOnce(context.Background(), s); err != nil {
 			t.Fatal(err)

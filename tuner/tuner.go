@@ -292,6 +292,10 @@ type evaluation struct {
 	a      Action
 	before float64
 	due    time.Time
+	// epochs are the trackers (latency.Status.Epoch) of the latency
+	// tenants of the GPU that before counted: those with requests in
+	// their fast window when the change was made
+	epochs map[string]uint64
 }
 
 // New returns a Tuner. Policy and Clock are needed.
@@ -535,7 +539,7 @@ func (t *Tuner) noteApplied(st *State, a Action, now time.Time) {
 	// the same target: reverting that one would undo this one
 	t.evals = slices.DeleteFunc(t.evals, func(e evaluation) bool { return e.a.Target == a.Target })
 	if st != nil && a.Relax && !a.Revert && t.o.RevertAfter > 0 {
-		t.evals = append(t.evals, evaluation{a: a, before: Objective(st, a.GPU), due: now.Add(t.o.RevertAfter)})
+		t.evals = append(t.evals, evaluation{a: a, before: Objective(st, a.GPU), due: now.Add(t.o.RevertAfter), epochs: measuredEpochs(st, a.GPU)})
 	}
 }
 
@@ -594,8 +598,12 @@ func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 		// restart hook of its tenant, or a plan moving it: inFlight, or
 		// the hook of a revert out before it in this round), once that
 		// is settled, judged then
+		// and one a tenant of before is missing from, its counters
+		// restarted since (a reload: another tracker) and none of its
+		// requests in its new fast window yet, once it has some: without
+		// it, the error after would be compared with one that had it
 		if now.Before(e.due) || t.watches[e.a.Target.String()] != nil || t.inFlight(back) ||
-			slices.ContainsFunc(hooked, func(h Action) bool { return waitsFor(back, h) }) {
+			slices.ContainsFunc(hooked, func(h Action) bool { return waitsFor(back, h) }) || restartedUnmeasured(st, e.epochs) {
 			keep = append(keep, e)
 			continue
 		}
@@ -615,6 +623,33 @@ func (t *Tuner) dueReverts(st *State, now time.Time) []Action {
 	}
 	t.evals = keep
 	return out
+}
+
+// measuredEpochs are the trackers of the latency tenants on a GPU that
+// Objective counts (those with requests in their fast window).
+func measuredEpochs(st *State, uuid string) map[string]uint64 {
+	counts := RequestCounts(st.Snapshot)
+	out := map[string]uint64{}
+	for _, lt := range LatencyTenantsOn(st, uuid) {
+		if _, ok := st.Fast[lt.Name].Attainment(); ok {
+			out[lt.Name] = counts[lt.Name].Epoch
+		}
+	}
+	return out
+}
+
+// restartedUnmeasured reports whether a tenant of epochs now counts under
+// another tracker with no request in its fast window (which starts over
+// with the tracker): Objective leaves it out.
+func restartedUnmeasured(st *State, epochs map[string]uint64) bool {
+	counts := RequestCounts(st.Snapshot)
+	for name, epoch := range epochs {
+		c, ok := counts[name]
+		if _, measured := st.Fast[name].Attainment(); ok && c.Epoch != epoch && !measured {
+			return true
+		}
+	}
+	return false
 }
 
 // revertOf is the action that sets a's change back.

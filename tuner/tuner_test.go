@@ -607,3 +607,63 @@ func TestMPSOriginalFollowsSuccessor(t *testing.T) {
 		t.Errorf("restore at exit: calls %q, want %q", host.Calls, want)
 	}
 }
+
+// A relaxing change is judged with the tenants its SLO error before
+// counted. One whose counters a reload restarts just before the judgement
+// has no request in its new fast window yet, and Objective leaves it out:
+// judged then, by the other tenant alone, a change that made it late five
+// times as often was kept. The judgement waits for its new window's
+// requests, all after the change, and reverts it.
+func TestRevertJudgedWithRestartedTenant(t *testing.T) {
+	rec := &recorder{}
+	clk := gpu.NewManualClock(t0)
+	powT := Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
+	pol := &fixed{}
+	tu, err := New(Options{Policy: pol, Actuators: ActuatorsOf(rec), Clock: clk, Mode: ModeEnforce, RevertAfter: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := []tenant.Usage{{Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0, PIDs: []uint32{7}}, {Tenant: "vision", Class: gpu.ClassLatency, UUID: uuid0, PIDs: []uint32{8}}}
+	slo := func(name string, total, good float64, epoch uint64) tenant.SLOStatus {
+		return tenant.SLOStatus{Tenant: name, Status: latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.99, GoodKnown: true,
+			WindowRequests: 100, RequestsTotal: total, GoodRequestsTotal: good, Epoch: epoch}}
+	}
+	// vision: 1 late in 100 (burn 1) before the change, 5 in 100 after
+	// (burn 5); chat never late. A reload restarts vision's counters at
+	// the round the judgement comes due.
+	visionAt := func(i int) tenant.SLOStatus {
+		switch {
+		case i < 9:
+			return slo("vision", float64(1000+100*i), float64(1000+99*i), 1)
+		case i == 9:
+			return slo("vision", 0, 0, 2)
+		default:
+			return slo("vision", float64(100*(i-9)), float64(95*(i-9)), 2)
+		}
+	}
+	reverted := false
+	for i := range 12 {
+		if i == 1 {
+			*pol = fixed{{Target: powT, Current: Watts(700), Want: Watts(490), Relax: true}}
+		} else {
+			*pol = fixed{}
+		}
+		s := emptySnap(clk.Now())
+		s.Usage = usage
+		s.SLOs = []tenant.SLOStatus{slo("chat", float64(1000+100*i), float64(1000+100*i), 1), visionAt(i)}
+		ds, err := tu.RunOnce(context.Background(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if strings.HasPrefix(d.Reason, "revert:") {
+				t.Logf("round %d: %s", i, d.Reason)
+				reverted = i == 10
+			}
+		}
+		clk.Advance(15 * time.Second)
+	}
+	if !reverted {
+		t.Errorf("the change that made vision late five times as often is kept, or reverted without vision's requests after it")
+	}
+}

@@ -236,7 +236,11 @@ func TestMoreThanOneDocumentRefused(t *testing.T) {
 	rows = append(rows,
 		row{"... followed by comments only", good + "...\n# end\n\n", ""},
 		row{"leading ---", "---\n" + sections["basic_auth_users"], ""},
-		row{"leading --- and a closing ...", "# web\n---\n" + sections["basic_auth_users"] + "...\n", ""})
+		row{"leading --- and a closing ...", "# web\n---\n" + sections["basic_auth_users"] + "...\n", ""},
+		row{"--- last", sections["basic_auth_users"] + "---\n", ""},
+		row{"--- followed by comments only", sections["basic_auth_users"] + "---\n# end\n\n", ""},
+		row{"leading --- and a last ---", "---\n" + sections["basic_auth_users"] + "---\n", ""},
+		row{"basic_auth_users after an empty document", good + "---\n# users\n---\n" + sections["basic_auth_users"], "line 5: only one YAML document is allowed"})
 	for _, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {
 			write(t, f, tc.file)

@@ -498,6 +498,9 @@ func fillSLO(tv *tenantView, s *tenant.SLOStatus) {
 		if s.LastError != "" {
 			tv.Note += ": " + s.LastError
 		}
+	case !s.Measured:
+		// its window is empty, not without requests: the tuner holds
+		tv.State, tv.Note = "unknown", "latency source read once: no window yet"
 	}
 }
 

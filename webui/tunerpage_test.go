@@ -39,9 +39,9 @@ func pageSnapshot() *tenant.Snapshot {
 		},
 		Usage: []tenant.Usage{{Tenant: "chat", GPU: 0, UUID: "GPU-aaaa"}, {Tenant: evilTenant, GPU: 0, UUID: "GPU-aaaa", PIDs: []uint32{42}}},
 		SLOs: []tenant.SLOStatus{
-			{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 0.05, Window: 5 * time.Minute, SourceUp: true, SourceRead: true, GoodKnown: true,
+			{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 0.05, Window: 5 * time.Minute, SourceUp: true, SourceRead: true, Measured: true, GoodKnown: true,
 				Attainment: &met, Quantiles: map[float64]float64{0.99: 0.042}, WindowRequests: 1200}},
-			{Tenant: "search", Status: latency.Status{Quantile: 0.95, TargetSeconds: 0.2, Window: 5 * time.Minute, SourceUp: true, SourceRead: true, GoodKnown: true,
+			{Tenant: "search", Status: latency.Status{Quantile: 0.95, TargetSeconds: 0.2, Window: 5 * time.Minute, SourceUp: true, SourceRead: true, Measured: true, GoodKnown: true,
 				Attainment: &violated, Quantiles: map[float64]float64{0.95: 0.45, 0.99: 0.6}, WindowRequests: 300}},
 		},
 	}
@@ -378,7 +378,7 @@ func TestTunerPageSLOQuantile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := pageSnapshot()
 			snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Metric: tc.metric, Status: latency.Status{Quantile: tc.quantile, TargetSeconds: 1,
-				Window: 5 * time.Minute, SourceUp: true, SourceRead: true, GoodKnown: true, Quantiles: tc.quantiles}}}
+				Window: 5 * time.Minute, SourceUp: true, SourceRead: true, Measured: true, GoodKnown: true, Quantiles: tc.quantiles}}}
 			tv := newTunerView(simInfo, snap, nil, 10).Tenants[0]
 			if tv.Text.SLO != tc.slo || tv.Text.Latency != tc.latency {
 				t.Errorf("SLO %q, latency %q; want %q, %q", tv.Text.SLO, tv.Text.Latency, tc.slo, tc.latency)

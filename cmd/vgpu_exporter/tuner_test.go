@@ -202,7 +202,7 @@ func violating(snapshot func() *tenant.Snapshot, clock gpu.Clock) func() *tenant
 		s := *snapshot()
 		n := 10 * clock.Now().Sub(start).Seconds()
 		s.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{Quantile: 0.99, TargetSeconds: 2, Window: 5 * time.Minute,
-			Quantiles: map[float64]float64{0.99: 3}, RequestsTotal: n, GoodRequestsTotal: 0.9 * n, GoodKnown: true, SourceUp: true, SourceRead: true, WindowRequests: 3000}}}
+			Quantiles: map[float64]float64{0.99: 3}, RequestsTotal: n, GoodRequestsTotal: 0.9 * n, GoodKnown: true, SourceUp: true, SourceRead: true, Measured: true, WindowRequests: 3000}}}
 		return &s
 	}
 }

@@ -65,7 +65,9 @@ func (e *extraDocument) Error() string { return "only one YAML document is allow
 // parseOne parses one document: its root node (nil when empty), or the
 // syntax error, or an *extraDocument. Whatever follows the first document
 // is refused, a second that does not parse and lines after a document end
-// ("...") too: the decoder would drop them unread.
+// ("...") too: the decoder would drop them unread. An empty document after
+// it (a last "---" followed by comments only) holds nothing to drop, and
+// is accepted as a last "..." followed by comments is.
 func parseOne(data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -75,17 +77,23 @@ func parseOne(data []byte) (*yaml.Node, error) {
 		}
 		return nil, err
 	}
-	var extra yaml.Node
-	switch err := dec.Decode(&extra); {
-	case err == nil:
-		return nil, &extraDocument{line: extra.Line}
-	case !errors.Is(err, io.EOF):
-		p := splitLine(err.Error())
-		if strings.Contains(p.Msg, "expected <document start>") {
-			// named at the end or a line before what follows it
-			return nil, &extraDocument{line: contentFrom(data, p.Line), why: `: this line follows the document end ("...") above, and would be ignored`}
+	for {
+		var extra yaml.Node
+		err := dec.Decode(&extra)
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		return nil, &extraDocument{line: p.Line, why: ", and the second does not parse: " + p.Msg}
+		if err != nil {
+			p := splitLine(err.Error())
+			if strings.Contains(p.Msg, "expected <document start>") {
+				// named at the end or a line before what follows it
+				return nil, &extraDocument{line: contentFrom(data, p.Line), why: `: this line follows the document end ("...") above, and would be ignored`}
+			}
+			return nil, &extraDocument{line: p.Line, why: ", and the second does not parse: " + p.Msg}
+		}
+		if !emptyDocument(&extra) {
+			return nil, &extraDocument{line: extra.Line}
+		}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
@@ -97,10 +105,23 @@ func parseOne(data []byte) (*yaml.Node, error) {
 	return root, nil
 }
 
+// emptyDocument reports whether doc holds nothing: a "---" followed by
+// blank lines and comments only (or by a "..."), which a reader of the
+// first document drops with nothing in it. An explicit null ("~", "null",
+// "!!null") or an anchor is something written there, and not empty.
+func emptyDocument(doc *yaml.Node) bool {
+	if len(doc.Content) == 0 {
+		return true
+	}
+	n := doc.Content[0]
+	return len(doc.Content) == 1 && n.Kind == yaml.ScalarNode && n.Tag == "!!null" &&
+		n.Value == "" && n.Style == 0 && n.Anchor == ""
+}
+
 // OneDocument refuses data holding more than one YAML document, as Parse
 // does: a second document, or a line after a document end ("..."), which
 // a reader of the first document drops unread. It is nil for one document
-// or none, and for a syntax error within the first, which a reader that
+// or none (followed by empty documents or not), and for a syntax error within the first, which a reader that
 // decodes data itself names. Its error is an *Errors ("line N: ...").
 func OneDocument(data []byte) error {
 	var extra *extraDocument

@@ -249,6 +249,15 @@ func TestParse(t *testing.T) {
 		{"garbage after document end", "a: 1\n...\ngarbage: [\n", true, "f:3: only one YAML document is allowed: this line follows"},
 		{"second document does not parse", "a: 1\n---\nb: [\n", true, "f:3: only one YAML document is allowed, and the second does not parse: did not find expected node content"},
 		{"document end last", "a: 1\n...\n# end\n\n", false, ""},
+		// an empty document last (a "---" followed by comments only):
+		// nothing in it to drop
+		{"document start last", "a: 1\n---\n", false, ""},
+		{"document start and comments last", "a: 1\n---\n# end\n\n", false, ""},
+		{"document start with a comment last", "---\na: 1\n--- # end\n", false, ""},
+		{"empty document ended last", "a: 1\n---\n...\n", false, ""},
+		{"key after an empty document", "a: 1\n---\n# c\n---\nb: 2\n", true, "f:4: only one YAML document is allowed"},
+		{"key after an empty document's end", "a: 1\n---\n...\nb: 2\n", true, "f:4: only one YAML document is allowed: this line follows the document end"},
+		{"null document last", "a: 1\n---\n~\n", true, "f:2: only one YAML document is allowed"},
 		// yaml.v3 reads no other version, and names no line
 		{"YAML 1.2 directive", "%YAML 1.2\n---\na: 1\n", false, "f:1: found incompatible YAML document (%YAML 1.2): only YAML 1.1 directives (%YAML 1.1) are read; the %YAML line can be deleted"},
 		{"YAML 2.0 directive after a comment", "# t\n%YAML 2.0\n---\na: 1\n", false, "f:2: found incompatible YAML document (%YAML 2.0): only YAML 1.1"},
@@ -287,6 +296,9 @@ func TestOneDocument(t *testing.T) {
 		{"a: 1\n...\n# c\nb: 2\n", "line 4: only one YAML document is allowed: this line follows the document end"},
 		{"a: 1\n---\nb: [\n", "line 3: only one YAML document is allowed, and the second does not parse"},
 		{"---\na: 1\n...\n# end\n", ""},
+		{"a: 1\n---\n", ""},
+		{"---\na: 1\n---\n# end\n", ""},
+		{"a: 1\n---\n---\nb: 2\n", "line 3: only one YAML document is allowed"},
 		{"", ""},
 		{"a: [\n---\nb: 2\n", ""},
 	} {

@@ -276,9 +276,11 @@ func (p *Autotune) signals(s *tuner.State, m *member) {
 	}
 	// A dead source's window empties as its deltas age out, and would
 	// read as idle (slack); a window below min_throughput holds too few
-	// requests for its quantile. Neither says how the tenant is served:
-	// nothing is given back, lowered or raised on it.
-	if m.unknown = !m.slo.SourceUp || m.slo.BelowFloor(); m.unknown {
+	// requests for its quantile; the first read of a tracker (at start, or
+	// after a reload restarted its counters) is only a baseline, its
+	// window empty however busy the tenant. None says how the tenant is
+	// served: nothing is given back, lowered or raised on it.
+	if m.unknown = !m.slo.SourceUp || !m.slo.Measured || m.slo.BelowFloor(); m.unknown {
 		return
 	}
 	q := m.slo.Quantile

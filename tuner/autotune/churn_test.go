@@ -29,7 +29,7 @@ func churnRound(now time.Time, lat, job string, jobPID uint32, requests float64,
 		Originals: map[string]tuner.Value{}, Fast: map[string]tuner.FastSLO{lat: {Over: time.Minute, Total: 1000, Good: 992}},
 		Drives: map[gpu.Knob]bool{gpu.KnobPauseDuty: true, gpu.KnobMPSActiveThreads: true}}
 	s.Snapshot.Tenants = tenants
-	s.Snapshot.SLOs = []tenant.SLOStatus{{Tenant: lat, Status: latency.Status{SourceUp: true, Quantile: 0.99, TargetSeconds: 1, GoodKnown: true, WindowRequests: 100,
+	s.Snapshot.SLOs = []tenant.SLOStatus{{Tenant: lat, Status: latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.99, TargetSeconds: 1, GoodKnown: true, WindowRequests: 100,
 		RequestsTotal: requests, GoodRequestsTotal: requests, Quantiles: map[float64]float64{0.5: 0.3, 0.9: 0.45, 0.99: 0.9}}}}
 	if pausedJob != "" {
 		t := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 9}

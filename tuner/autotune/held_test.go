@@ -88,7 +88,7 @@ func TestSLOHeld(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			slo := &tenant.SLOStatus{Tenant: "chat", Status: latency.Status{SourceUp: true, Quantile: 0.99, TargetSeconds: 1, WindowRequests: tc.window,
+			slo := &tenant.SLOStatus{Tenant: "chat", Status: latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.99, TargetSeconds: 1, WindowRequests: tc.window,
 				Quantiles: map[float64]float64{0.99: tc.p99}}}
 			s := &tuner.State{Fast: map[string]tuner.FastSLO{"chat": tc.fast}}
 			m := &member{name: "chat", class: gpu.ClassLatency, slo: slo}

@@ -456,32 +456,35 @@ func TestPauseBurnAfterCountersRestart(t *testing.T) {
 	}
 }
 
-// A restart does not always show in the counts: the pause was raised with
-// chat's counters at {40, 30}; a reload then changed chat's target, and
-// its new tracker has since counted {130, 60}, above them. Those are not
-// 90 requests since the pause with 30 good (a burn of 66.7): they are
-// another tracker's, which the status's Epoch tells, and too few to
-// tell. The same counts of one tracker are judged.
+// A restart does not always show in the counts: the pause was raised 20 s
+// ago with chat's counters at {40, 30}, and they read {130, 60} now. Of
+// one tracker, 90 requests ended since the pause, 30 good (a burn of
+// 66.7). Where a reload 15 s ago, after the change, restarted them
+// (another Epoch), they are the new tracker's: its fast window starts over
+// with it, 15 s of requests all ended after the change, and is what is
+// judged (its own burn), never a difference across the two trackers.
 func TestPauseBurnAcrossTrackers(t *testing.T) {
 	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
 	for _, tc := range []struct {
-		name   string
-		epoch  uint64 // chat's tracker now; at the pause change 1
-		burn   float64
-		judged bool
+		name     string
+		epoch    uint64 // chat's tracker now; at the pause change 1
+		fast     tuner.FastSLO
+		burn     float64
+		requests float64
 	}{
-		{"the same tracker: 90 requests since, 30 good", 1, (1 - 30.0/90) / 0.01, true},
-		{"a reload restarted the counters, which grew past the pause's", 2, 0, false},
+		{"the same tracker: 90 requests since, 30 good", 1, tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97}, (1 - 30.0/90) / 0.01, 90},
+		{"a reload restarted the counters after the change: the new tracker's window", 2, tuner.FastSLO{Over: 15 * time.Second, Total: 130, Good: 60}, tuner.Burn(60.0/130, 0.99), 130},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := scene{mode: gpu.SharingMPS, fast: tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97}}.state()
+			s := scene{mode: gpu.SharingMPS, fast: tc.fast}.state()
 			s.Changes[pauseT.DomainKey()] = tuner.Change{At: s.Now.Add(-20 * time.Second), To: tuner.Duty(0.3),
 				Counters: map[string]tuner.RequestCount{"chat": {Total: 40, Good: 30, Epoch: 1}}}
 			slo := &s.Snapshot.SLOs[0]
 			slo.RequestsTotal, slo.GoodRequestsTotal, slo.Epoch = 130, 60, tc.epoch
-			burn, _, ok := New().burnSincePause(s, uuid0, &member{name: "chat", slo: slo})
-			if ok != tc.judged || math.Abs(burn-tc.burn) > 1e-9 {
-				t.Errorf("burn %.2f (judged %v), want %.2f (judged %v)", burn, ok, tc.burn, tc.judged)
+			w := &member{name: "chat", slo: slo, burn: tuner.Burn(tc.fast.Good/tc.fast.Total, 0.99), hasBurn: true}
+			burn, n, ok := New().burnSincePause(s, uuid0, w)
+			if !ok || math.Abs(burn-tc.burn) > 1e-9 || n != tc.requests {
+				t.Errorf("burn %.2f over %v requests (judged %v), want %.2f over %v", burn, n, ok, tc.burn, tc.requests)
 			}
 		})
 	}

@@ -230,7 +230,9 @@ func (p *Autotune) nextLevel(now time.Time, cur tuner.Level, curErr, dir float64
 // counters: each latency tenant's error-budget burn over the requests
 // that ended in between, weighted as objective weighs it. False when no
 // tenant had enough requests (MinRequests, and at least what its quantile
-// needs) or its counters restarted in between (RequestCount.Since).
+// needs), and when any tenant's counters restarted in between
+// (RequestCount.Since): an error without that tenant would be compared
+// with one that had it, and a level that starved it judged by the others.
 func (p *Autotune) spanError(s *tuner.State, uuid string, from, to map[string]tuner.RequestCount) (float64, bool) {
 	if from == nil || to == nil {
 		return 0, false
@@ -239,9 +241,15 @@ func (p *Autotune) spanError(s *tuner.State, uuid string, from, to map[string]tu
 	for _, lt := range tuner.LatencyTenantsOn(s, uuid) {
 		a, okA := from[lt.Name]
 		b, okB := to[lt.Name]
+		if !okA || !okB {
+			continue
+		}
 		d, same := b.Since(a)
+		if !same {
+			return 0, false
+		}
 		total, good := d.Total, d.Good
-		if !okA || !okB || !same || total < max(p.P.MinRequests, quantileRequests(lt.Quantile)) {
+		if total < max(p.P.MinRequests, quantileRequests(lt.Quantile)) {
 			continue
 		}
 		j += tuner.WeightedBurn((1-good/total)/math.Max(1-lt.Quantile, 1e-3), lt.Priority)
