@@ -314,7 +314,8 @@ func TestProcessGroupNumberTakenAgain(t *testing.T) {
 // A group the tenant gains (a restarted client, a new rank) in the last
 // milliseconds of a pause is taken into its set where its freeze cannot
 // settle by the pause's end, on after the others' write (it settles 2 ms
-// after its own, or a watchdog started again took the rest): the thaw is
+// after its own, or a watchdog started again took the rest, or none can be
+// started again yet, the last started less than a period ago): the thaw is
 // due, and the next period freezes it with the others. Before, the call
 // failed and the new process ran unpaused until the tuner tried again
 // (15 s on), the duty reading in force. One that has not settled within
@@ -324,11 +325,13 @@ func TestPauseGainedGroupNearTheThaw(t *testing.T) {
 		name    string
 		at      time.Duration // the call, into a pause thawed at 250ms
 		restart time.Duration // where set, the watchdog is gone, and its start again takes this
+		later   bool          // in the second period (the watchdog started a period ago: started again)
 		timeout time.Duration // FreezeTimeout (0: 1s)
 		refused bool
 	}{
 		{name: "its freeze settles after the thaw", at: 249 * time.Millisecond},
-		{name: "the watchdog's start takes the rest", at: 249 * time.Millisecond, restart: 5 * time.Millisecond},
+		{name: "the watchdog's start takes the rest", at: 249 * time.Millisecond, restart: 5 * time.Millisecond, later: true},
+		{name: "the watchdog not started again within a period", at: 249 * time.Millisecond, restart: 5 * time.Millisecond},
 		{name: "not settled within FreezeTimeout", at: 200 * time.Millisecond, timeout: time.Millisecond, refused: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -350,6 +353,14 @@ func TestPauseGainedGroupNearTheThaw(t *testing.T) {
 			ctx := context.Background()
 			must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10}, 0.5)) // on: 250ms
 			waitBlocked(t, clock, 1)
+			base := time.Unix(0, 0) // the pause's start
+			if tc.later {
+				base = base.Add(500 * time.Millisecond)
+				clock.Advance(250 * time.Millisecond)
+				waitBlocked(t, clock, 1)
+				clock.Advance(250 * time.Millisecond)
+				waitBlocked(t, clock, 1)
+			}
 			clock.Advance(tc.at)
 			waitBlocked(t, clock, 1)
 			if tc.restart > 0 {
@@ -374,7 +385,7 @@ func TestPauseGainedGroupNearTheThaw(t *testing.T) {
 			}
 			must(t, os.WriteFile(events, []byte("populated 1\nfrozen 1\n"), 0o644)) // settled by now
 			waitBlocked(t, clock, 1)
-			if thaw := time.Unix(0, 0).Add(250 * time.Millisecond); clock.Now().Before(thaw) {
+			if thaw := base.Add(250 * time.Millisecond); clock.Now().Before(thaw) {
 				clock.Advance(thaw.Sub(clock.Now()))
 				waitBlocked(t, clock, 1)
 			}

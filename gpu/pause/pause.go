@@ -191,7 +191,7 @@ func New(o Options) (*Pauser, error) {
 	}}
 	p.r.selfV2, p.r.selfV1 = p.r.ownDirs(os.Getpid())
 	if o.startWatchdog != nil {
-		p.wd = &watchdog{start: o.startWatchdog, clock: o.Clock}
+		p.wd = &watchdog{start: o.startWatchdog, clock: o.Clock, every: o.Period, logger: o.Logger}
 	}
 	return p, nil
 }
@@ -367,7 +367,8 @@ func (p *Pauser) end(tenant string, pl *pulse) error {
 
 // thawTold thaws gs and tells the watchdog of those thawed (or gone): a
 // group whose thaw fails keeps its lease, which ends its freeze should
-// nothing else.
+// nothing else. err is the thaws' alone: a watchdog gone is logged as
+// such, the thaw standing.
 func (p *Pauser) thawTold(gs []group) (failed []group, err error) {
 	var errs []error
 	var thawed []group
@@ -379,7 +380,8 @@ func (p *Pauser) thawTold(gs []group) (failed []group, err error) {
 		}
 		thawed = append(thawed, g)
 	}
-	return failed, errors.Join(append(errs, p.wd.thawed(thawed))...)
+	p.wd.thawed(thawed)
+	return failed, errors.Join(errs...)
 }
 
 // thawLeft thaws gs, groups the tenant no longer holds (or holds no
@@ -428,17 +430,23 @@ func (p *Pauser) retryLeft(tenant string, set []group) error {
 
 // freezeAdded freezes, under pl.act, the groups gs the tenant came to
 // while the others are frozen, for what is left of their freeze; the
-// watchdog's lease ends where theirs does. Where that freeze ends first
-// (onUntil: the lease took the rest, or they had not settled by then),
-// the thaw is due: they are checked, and the next period freezes them
-// with the others (freezeAll thawed them). Groups gone already are no
+// watchdog's lease ends where theirs does (past the thaw, never at or
+// before now). Where that freeze ends first (onUntil: the lease took the
+// rest, or they had not settled by then), the thaw is due: they are
+// checked, and the next period freezes them with the others (freezeAll
+// thawed them). So are they where the watchdog is gone and cannot be
+// started again before the next period (errWatchdogWait): not frozen
+// without a lease, they run to the thaw. Groups gone already are no
 // error.
 func (p *Pauser) freezeAdded(tenant string, pl *pulse, gs []group) error {
 	now := p.o.Clock.Now()
 	if !now.Before(pl.onUntil) {
 		return checkAll(gs) // the thaw is due: the next period freezes them
 	}
-	if err := p.wd.leased(gs, pl.leaseUntil.Sub(now)); err != nil {
+	lease := max(pl.leaseUntil.Sub(now), pl.onUntil.Sub(now)+time.Millisecond)
+	if err := p.wd.leased(gs, lease, false); errors.Is(err, errWatchdogWait) {
+		return checkAll(gs)
+	} else if err != nil {
 		return err
 	}
 	if !p.o.Clock.Now().Before(pl.onUntil) {
@@ -531,19 +539,22 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, until time.Time
 // a freeze not settled by then (nor within FreezeTimeout) fails: its
 // pause would run past on, and MaxPause with it. leaseUntil is when the
 // lease ends; one whose giving took more than half the rest of the period
-// would end before the thaw, and is given again (to the watchdog now
-// running: one line).
+// (a watchdog started) would end before the thaw, and is given again to
+// the watchdog now running (one line), none started for it: where that
+// one is gone already, the pause ends with the first lease instead (until
+// is never past leaseUntil).
 func (p *Pauser) freeze(tenant string, gs []group, on time.Duration) (until, leaseUntil time.Time, err error) {
 	lease := p.lease(on)
 	given := p.o.Clock.Now()
-	err = p.wd.leased(gs, lease)
+	err = p.wd.leased(gs, lease, false)
 	start := p.o.Clock.Now()
-	if err == nil && start.Add(on).After(given.Add(lease)) {
+	if err == nil && start.Add(on).After(given.Add(lease)) && p.wd.leased(gs, lease, true) == nil {
 		given = start
-		err = p.wd.leased(gs, lease)
-		start = p.o.Clock.Now()
 	}
 	until, leaseUntil = start.Add(on), given.Add(lease)
+	if leaseUntil.Before(until) {
+		until = leaseUntil
+	}
 	if err == nil {
 		_, err = p.freezeLeased(tenant, gs, until)
 	}
@@ -561,7 +572,8 @@ func (p *Pauser) freezeLeased(tenant string, gs []group, until time.Time) (stuck
 	stuck, err = freezeAll(gs, until)
 	if err != nil {
 		p.keepLeft(tenant, stuck)
-		return stuck, errors.Join(err, p.wd.thawed(without(gs, stuck)))
+		p.wd.thawed(without(gs, stuck))
+		return stuck, err
 	}
 	return nil, nil
 }

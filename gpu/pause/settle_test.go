@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -283,5 +284,91 @@ func TestPauseLeaseGivenAgainCoversTheThaw(t *testing.T) {
 	// the lease given again at 30ms ends at 505ms: 375ms on
 	if got, want := pipe.text(), "freeze v2 "+other+" 375ms\n"; !strings.Contains(got, want) {
 		t.Errorf("the gained group's lease does not reach past the thaw (480ms); want %q in\n%s", want, got)
+	}
+}
+
+// dying is a watchdog's pipe that takes n lines (n < 0: every one), then
+// is gone (the watchdog died having read them); what it takes goes to
+// all, the lines every watchdog read.
+type dying struct {
+	mu  sync.Mutex
+	n   int
+	all *lines
+}
+
+func (d *dying) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n == 0 {
+		return 0, io.ErrClosedPipe
+	}
+	d.n--
+	return d.all.Write(p)
+}
+
+func (d *dying) Close() error { return nil }
+
+// A lease given again (its giving took a watchdog's start of 30 ms, at a
+// duty of 0.9 of 500 ms) is given only to the watchdog running: where
+// that one died having read the first, the pause ends with the first
+// lease (475 ms), none started again for it. Before, the second giving
+// started another (30 ms more): the lease ended at 505 ms, the thaw at
+// 510 ms, and a group gained 3 ms before the thaw was told the watchdog
+// with a lease of -2ms, a line it refuses: frozen with no lease, a crash
+// then left it frozen. Whatever the watchdog, a group gained then is
+// frozen under a lease past the thaw, or not at all.
+func TestPauseLeaseGivenAgainToTheRunningWatchdogOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		lines int           // those the first watchdog reads before it dies (-1: all)
+		thaw  time.Duration // from the first giving
+	}{
+		{name: "the watchdog runs", lines: -1, thaw: 480 * time.Millisecond},
+		{name: "the watchdog dies after the first lease", lines: 1, thaw: 475 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHost(t)
+			h.cgroupV2Dir(podPath)
+			other := h.cgroupV2Dir(otherPod)
+			h.process(10, podPath, "", 10)
+			h.process(20, otherPod, "", 20)
+			clock := gpu.NewManualClock(time.Unix(0, 0))
+			all := &lines{}
+			var starts atomic.Int32
+			p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond, startWatchdog: func() (io.WriteCloser, func() error, error) {
+				clock.Advance(30 * time.Millisecond)
+				n := -1
+				if starts.Add(1) == 1 {
+					n = tc.lines
+				}
+				return &dying{n: n, all: all}, func() error { return nil }, nil
+			}})
+			ctx := context.Background()
+			must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10}, 0.9))
+			waitBlocked(t, clock, 1)
+			pl := p.tenants["ranks"]
+			pl.act.Lock()
+			onUntil, leaseUntil := pl.onUntil.Sub(time.Unix(0, 0)), pl.leaseUntil.Sub(time.Unix(0, 0))
+			pl.act.Unlock()
+			if n := starts.Load(); n != 1 {
+				t.Errorf("the watchdog started %d times for the first pause, want once", n)
+			}
+			if onUntil != tc.thaw || leaseUntil < onUntil {
+				t.Errorf("thawed at %v, the lease ending at %v: want the thaw at %v, within the lease", onUntil, leaseUntil, tc.thaw)
+			}
+			clock.Advance(time.Unix(0, 0).Add(onUntil - 3*time.Millisecond).Sub(clock.Now()))
+			must(t, p.SetPauseDuty(ctx, "GPU-a", "ranks", []uint32{10, 20}, 0.9))
+			for _, l := range strings.Split(strings.TrimSpace(all.text()), "\n") {
+				if _, _, _, err := parseLine(l, nil); err != nil {
+					t.Errorf("the watchdog refuses a line it was told: %v", err)
+				}
+			}
+			// the exporter killed now: the watchdog reads every line, the
+			// pipe ends, it thaws what it holds
+			_ = watch(strings.NewReader(all.text()), gpu.NewManualClock(time.Unix(0, 0)), h.kill)
+			if got := read(t, other+"/cgroup.freeze"); got != "0" {
+				t.Errorf("a crash 3 ms before the thaw left the gained group frozen (cgroup.freeze %s)", got)
+			}
+		})
 	}
 }

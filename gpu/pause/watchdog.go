@@ -17,6 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/reap"
@@ -41,7 +44,8 @@ import (
 // at most the lease, which is shorter than one period. Only a kill of the
 // watchdog itself together with its parent (a container's or a unit's
 // whole cgroup killed) leaves the tenant to the journal's thaw at the next
-// start.
+// start. One that dies alone is started again at the next lease, at most
+// once a period (watchdog.every).
 
 // WatchdogArg is the hidden argument that runs the exporter as the
 // watchdog (RunWatchdog).
@@ -175,10 +179,22 @@ func parseLine(line string, kill func(int, syscall.Signal) error) (op string, g 
 type watchdog struct {
 	start func() (io.WriteCloser, func() error, error)
 	clock gpu.Clock
+	// every is the pulse period: a watchdog is started again at most once
+	// in it (one that keeps dying, out of memory say, would otherwise be
+	// started at every line, each start taken from the period)
+	every  time.Duration
+	logger log.Logger
 
 	mu   sync.Mutex
 	w    io.WriteCloser
 	wait func() error
+	// started is when the last start was tried (zero: never); gone why
+	// the last one was found gone
+	started time.Time
+	gone    error
+	// the lines a watchdog gone and one started again log, each at most
+	// once every watchdogLogEvery
+	goneLog, againLog limited
 	// leases are the groups the watchdog was told are frozen and not told
 	// thawed since, by their spec, with the end of their lease: a watchdog
 	// started again (the last one gone: killed, crashed) is told them
@@ -228,12 +244,22 @@ func (d *watchdog) sayLocked(start bool, pending []group, format string, args ..
 	if !start {
 		return nil
 	}
+	now := d.clock.Now()
+	again := !d.started.IsZero()
+	if again && now.Sub(d.started) < d.every {
+		return fmt.Errorf("%w (%v), and the last was started %v ago: %v must pass between two starts", errWatchdogWait, d.gone, now.Sub(d.started), d.every)
+	}
+	d.started = now
 	w, wait, err := d.start()
 	if err != nil {
+		d.gone = err
 		return err
 	}
 	d.w, d.wait = w, wait
-	now := d.clock.Now()
+	if again {
+		d.againLog.log(d.logger, now, "pause: the watchdog was gone; started again (at most once a period), told the leases the last one held", "err", d.gone)
+	}
+	now = d.clock.Now()
 	for _, spec := range slices.Sorted(maps.Keys(d.leases)) {
 		if slices.ContainsFunc(pending, func(g group) bool { return g.Spec() == spec }) {
 			continue
@@ -248,23 +274,53 @@ func (d *watchdog) sayLocked(start bool, pending []group, format string, args ..
 // write writes one line to the running watchdog.
 func (d *watchdog) write(format string, args ...any) error {
 	if _, err := fmt.Fprintf(d.w, format+"\n", args...); err != nil {
-		// The watchdog is gone: the next line starts another.
+		// The watchdog is gone: the next lease starts another.
 		_ = d.w.Close()
 		_ = d.wait()
-		d.w = nil
+		d.w, d.gone = nil, err
+		d.goneLog.log(d.logger, d.clock.Now(), "pause: the watchdog is gone (a line to it not written); the next freeze starts another, at most once a period", "err", err)
 		return fmt.Errorf("pause watchdog: %w", err)
 	}
 	return nil
 }
 
+// errWatchdogWait: the watchdog is gone, and the last one started less
+// than a period ago; no lease is given, nothing frozen on it.
+var errWatchdogWait = errors.New("pause watchdog: gone")
+
+// watchdogLogEvery is the least time between two lines of the watchdog's
+// gone or started again (each says how many it stands for).
+const watchdogLogEvery = time.Minute
+
+// limited is a log line said at most once every watchdogLogEvery.
+type limited struct {
+	last time.Time
+	n    int // since last
+}
+
+// log logs msg at warn (with how many times it came since the last line)
+// unless one was logged less than watchdogLogEvery ago.
+func (l *limited) log(logger log.Logger, now time.Time, msg string, kv ...any) {
+	l.n++
+	if !l.last.IsZero() && now.Sub(l.last) < watchdogLogEvery {
+		return
+	}
+	level.Warn(logger).Log(append([]any{"msg", msg, "times", l.n}, kv...)...)
+	l.last, l.n = now, 0
+}
+
 // leased tells the watchdog that gs are about to be frozen for at most
-// lease.
-func (d *watchdog) leased(gs []group, lease time.Duration) error {
+// lease; with again, only one running already is (none is started: an
+// error where none is).
+func (d *watchdog) leased(gs []group, lease time.Duration, again bool) error {
 	if d == nil {
 		return nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if again && d.w == nil {
+		return errors.New("pause watchdog: none running")
+	}
 	// the leases are noted first: a watchdog started on the way is told
 	// these with the others, not their last (which may have ended, and
 	// thaw one at once)
@@ -277,7 +333,7 @@ func (d *watchdog) leased(gs []group, lease time.Duration) error {
 		d.leases[g.Spec()] = until
 	}
 	for i, g := range gs {
-		if err := d.sayLocked(true, gs[i:], "freeze %s %s", g.Spec(), lease); err != nil {
+		if err := d.sayLocked(!again, gs[i:], "freeze %s %s", g.Spec(), lease); err != nil {
 			d.leases = was // none is frozen
 			return err
 		}
@@ -285,19 +341,19 @@ func (d *watchdog) leased(gs []group, lease time.Duration) error {
 	return nil
 }
 
-// thawed tells the watchdog that gs were thawed.
-func (d *watchdog) thawed(gs []group) error {
+// thawed tells the watchdog that gs were thawed. A line not written is
+// no error of the thaw's: the watchdog is gone (logged as such), and
+// holds nothing.
+func (d *watchdog) thawed(gs []group) {
 	if d == nil {
-		return nil
+		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var errs []error
 	for _, g := range gs {
 		delete(d.leases, g.Spec())
-		errs = append(errs, d.sayLocked(false, nil, "thawed %s", g.Spec()))
+		_ = d.sayLocked(false, nil, "thawed %s", g.Spec())
 	}
-	return errors.Join(errs...)
 }
 
 // close ends the pipe and waits for the watchdog to exit.

@@ -9,9 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -234,5 +237,113 @@ func TestWatchdogEnvironment(t *testing.T) {
 	}
 	if b, err := os.ReadFile(out); err != nil || string(b) != "unset kept\n" {
 		t.Errorf("the watchdog's environment: %q (%v), want NOTIFY_SOCKET unset and the rest kept", b, err)
+	}
+}
+
+// A watchdog that dies after every line it reads (killed out of memory at
+// each start, say), its start taking 30 ms, is started again at most once
+// a period, each time logged as such (a line a minute), and the thaws,
+// which succeed, are not logged as failed. Before, each period started it
+// twice (the lease given again started another), 8 starts in 3 periods,
+// and the only line was "pause: thaw failed" with the watchdog's closed
+// pipe.
+func TestWatchdogDyingStartedAgainOnceAPeriod(t *testing.T) {
+	h := newHost(t)
+	h.cgroupV2Dir(podPath)
+	h.process(10, podPath, "", 10)
+	clock := gpu.NewManualClock(time.Unix(0, 0))
+	var logs lines
+	var starts atomic.Int32
+	p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond, Logger: log.NewLogfmtLogger(&logs), startWatchdog: func() (io.WriteCloser, func() error, error) {
+		clock.Advance(30 * time.Millisecond)
+		starts.Add(1)
+		return &dying{n: 1, all: &lines{}}, func() error { return nil }, nil
+	}})
+	must(t, p.SetPauseDuty(context.Background(), "GPU-a", "trainer", []uint32{10}, 0.9))
+	for range 1700 {
+		waitBlocked(t, clock, 1)
+		clock.Advance(time.Millisecond)
+	}
+	waitBlocked(t, clock, 1)
+	if n := starts.Load(); n > 4 {
+		t.Errorf("the watchdog started %d times in 1.7 s of 500 ms periods, want at most once a period", n)
+	}
+	got := logs.String()
+	for _, want := range []struct {
+		msg string
+		n   int
+	}{
+		{"pause: thaw failed", 0},
+		{"pause: the watchdog is gone", 1},
+		{"pause: the watchdog was gone; started again", 1},
+	} {
+		if n := strings.Count(got, want.msg); n != want.n {
+			t.Errorf("%d lines %q, want %d; the log:\n%s", n, want.msg, want.n, got)
+		}
+	}
+}
+
+// A watchdog that died less than a period after its start is not started
+// again before then: a lease it would take is given to none, and nothing
+// is frozen on it. Another tenant's pause fails (the tenant runs); a
+// group the paused tenant gains is taken in unfrozen, and frozen with the
+// others from the next period, whose freeze starts a watchdog. Before,
+// each started another at once.
+func TestWatchdogNotStartedAgainWithinAPeriod(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		tenant  string
+		pids    []uint32
+		refused bool
+		next    string // the unit's cgroup.freeze in the next period's pause
+	}{
+		{name: "another tenant's pause", tenant: "b", pids: []uint32{12}, refused: true, next: "0"},
+		{name: "a group the tenant gains", tenant: "a", pids: []uint32{10, 12}, next: "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHost(t)
+			h.cgroupV2Dir(podPath)
+			unit := h.cgroupV2Dir(unitPath)
+			h.process(10, podPath, "", 10)
+			h.process(12, unitPath, "", 12)
+			clock := gpu.NewManualClock(time.Unix(0, 0))
+			var mu sync.Mutex
+			var pipe *lines
+			starts := 0
+			p := h.pauser(t, clock, Options{Period: 500 * time.Millisecond, startWatchdog: func() (io.WriteCloser, func() error, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				starts++
+				pipe = &lines{}
+				return pipe, func() error { return nil }, nil
+			}})
+			ctx := context.Background()
+			must(t, p.SetPauseDuty(ctx, "GPU-a", "a", []uint32{10}, 0.5)) // frozen 0-250 ms
+			waitBlocked(t, clock, 1)
+			clock.Advance(100 * time.Millisecond)
+			mu.Lock()
+			must(t, pipe.Close()) // the watchdog dies
+			mu.Unlock()
+			err := p.SetPauseDuty(ctx, "GPU-a", tc.tenant, tc.pids, 0.5)
+			if refused := err != nil; refused != tc.refused {
+				t.Errorf("the call 100 ms after the watchdog's start, it gone: %v, want refused %v", err, tc.refused)
+			}
+			mu.Lock()
+			n := starts
+			mu.Unlock()
+			if got := read(t, filepath.Join(unit, "cgroup.freeze")); got != "0" || n != 1 {
+				t.Fatalf("the unit's cgroup.freeze %s, the watchdog started %d times: want 0 and once (none started again within the period)", got, n)
+			}
+			clock.Advance(150 * time.Millisecond) // a's thaw
+			waitBlocked(t, clock, 1)
+			clock.Advance(250 * time.Millisecond) // a's next freeze: a watchdog started
+			waitBlocked(t, clock, 1)
+			mu.Lock()
+			n = starts
+			mu.Unlock()
+			if got := read(t, filepath.Join(unit, "cgroup.freeze")); got != tc.next || n != 2 {
+				t.Errorf("next period: the unit's cgroup.freeze %s, the watchdog started %d times: want %s and twice", got, n, tc.next)
+			}
+		})
 	}
 }
