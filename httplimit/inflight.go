@@ -16,12 +16,14 @@ import (
 // of RetryAfter, and rejections are logged through logger, rate-limited,
 // as what ("metrics") requests, naming --web.max-requests.
 func InFlight(max int64, what string, logger log.Logger, h http.Handler) http.Handler {
-	return InFlightOf(max, what, "see --web.max-requests", logger, h)
+	return InFlightOf(max, what, "see --web.max-requests", RetryAfter, logger, h)
 }
 
 // InFlightOf is InFlight with the rejections' log line saying what sets
-// the limit (setBy: "see --web.max-requests").
-func InFlightOf(max int64, what, setBy string, logger log.Logger, h http.Handler) http.Handler {
+// the limit (setBy: "see --web.max-requests"), and a Retry-After of
+// retryAfter seconds, for requests that may hold a slot longer than a
+// scrape does.
+func InFlightOf(max int64, what, setBy, retryAfter string, logger log.Logger, h http.Handler) http.Handler {
 	if max <= 0 {
 		return h
 	}
@@ -33,7 +35,7 @@ func InFlightOf(max int64, what, setBy string, logger log.Logger, h http.Handler
 			defer func() { <-inFlight }()
 		default:
 			rejected.note(r)
-			w.Header().Set("Retry-After", RetryAfter)
+			w.Header().Set("Retry-After", retryAfter)
 			http.Error(w, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", max), http.StatusServiceUnavailable)
 			return
 		}
@@ -41,8 +43,11 @@ func InFlightOf(max int64, what, setBy string, logger log.Logger, h http.Handler
 	})
 }
 
-// RetryAfter is the Retry-After, in seconds, of a request rejected beyond
-// the limit: a request in flight takes well under a second.
+// RetryAfter is the Retry-After, in seconds, of a metrics request
+// rejected beyond the limit: a scrape in flight takes well under a
+// second. A handler whose requests may hold a slot longer (the tuner
+// page's, up to its write timeout for a client that stops reading) gives
+// its own to InFlightOf.
 const RetryAfter = "1"
 
 // rejectLog logs requests rejected beyond a limit: the first at

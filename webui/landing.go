@@ -43,6 +43,10 @@ type About struct {
 	TunerGPUModes map[string]string
 	TunerPolicy   string
 	TunerGPUs     []TunerGPU
+	// KillSwitch is whether the tuner's kill switch is engaged (at its
+	// latest round): it then changes nothing but reverts of its own,
+	// whatever the modes.
+	KillSwitch bool
 	// Tenants are the tenants of the latest snapshot; Sampled is false
 	// before the first one.
 	Tenants []string
@@ -301,6 +305,10 @@ func gpuKeyOrder(a, b string) int {
 	return strings.Compare(a, b)
 }
 
+// killSwitchText is what the tuner does in enforce mode with its kill
+// switch engaged.
+const killSwitchText = "kill switch on: the tuner changes nothing (reverts excepted)"
+
 // tunerModesText says what the tuner does in the modes it has.
 func tunerModesText(a About) string {
 	if !a.tunerRuns() {
@@ -325,6 +333,9 @@ func tunerModesText(a About) string {
 		case "recommend":
 			return "the tuner decides and shows what it would change, and changes nothing"
 		case "enforce":
+			if a.KillSwitch {
+				return killSwitchText
+			}
 			return "the tuner changes the GPUs' settings and restores them at exit"
 		}
 		return ""
@@ -336,6 +347,10 @@ func tunerModesText(a About) string {
 		}
 		switch m {
 		case "enforce":
+			if a.KillSwitch {
+				parts = append(parts, "where it enforces, "+killSwitchText)
+				break
+			}
 			parts = append(parts, "where it enforces, the tuner changes the GPUs' settings and restores them at exit")
 		case "recommend":
 			parts = append(parts, "where it recommends, it shows what it would change, and changes nothing")

@@ -33,13 +33,15 @@ const TunerPagePath = "/tuner"
 // --web.max-requests' 40, bounds the memory they take.
 const TunerPageMaxInFlight = 2
 
-// TunerPageWriteTimeout bounds the time to write one tuner page response,
-// from its handler's start, in place of the server's write timeout (a
-// minute): a client that stops reading holds one of the
-// TunerPageMaxInFlight slots at most this long, and the page stops
-// encoding at the first write that fails. A client too slow to read the
-// response in that time (the JSON of 100 tenants with a full history is
-// 2.8 MB, of 1000 tenants 28 MB) gets it cut short.
+// TunerPageWriteTimeout bounds a stall in writing a tuner page response,
+// in place of the server's write timeout (a minute): the write deadline
+// is this long past the handler's start, and moved as far past the
+// page's clock before each piece of the response (pageChunk). A client
+// that stops reading holds one of the TunerPageMaxInFlight slots at most
+// this long, and the page stops encoding at the first write that fails;
+// a client that reads, however slowly, gets the whole response (the JSON
+// of 100 tenants with a full history is 2.8 MB, of 1000 tenants 28 MB)
+// as long as each piece drains within it.
 const TunerPageWriteTimeout = 10 * time.Second
 
 // tunerPageDecisions is how many of the latest decisions the page lists.
@@ -579,9 +581,11 @@ type tunerPage struct {
 	status   func() *tuner.Status // nil, or returning nil, when the tuner is off
 	info     TunerPageInfo
 	logger   log.Logger
-	// now is the clock a response's write deadline is set from
-	// (TunerPageWriteTimeout): the network's, the wall clock.
-	now func() time.Time
+	// now is the clock a response's write deadlines are set from
+	// (TunerPageWriteTimeout), and its warnings rate-limited on: the
+	// network's, the wall clock.
+	now  func() time.Time
+	logs *pageLogs
 }
 
 // NewTunerPage returns the tuner page over the latest snapshot and tuner
@@ -590,7 +594,7 @@ func NewTunerPage(snapshot func() *tenant.Snapshot, status func() *tuner.Status,
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	return tunerPage{snapshot: snapshot, status: status, info: info, logger: logger, now: time.Now}
+	return tunerPage{snapshot: snapshot, status: status, info: info, logger: logger, now: time.Now, logs: newPageLogs()}
 }
 
 func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -629,11 +633,12 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if len(nulls) > 0 {
-			level.Warn(p.logger).Log("msg", "the tuner page's history holds values that are no number: written null", "series", strings.Join(nulls, "; "))
+			logNulls(p.logger, p.logs, p.now(), nulls)
 		}
 		w.Header().Set("Content-Type", "application/json")
-		if err := writeJSON(w, head, &v); err != nil {
-			level.Debug(p.logger).Log("msg", "writing the tuner page", "err", err)
+		sw := newStallWriter(w, p.now)
+		if err := writeJSON(sw, head, &v); err != nil {
+			p.logWriteFailed(r, sw, err, "history_series", len(v.History.Tenants)+len(v.History.Knobs))
 		}
 	case "", "html":
 		// Rendered whole first: a template error is a 500, not half a page.
@@ -644,8 +649,12 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		if _, err := w.Write(b.Bytes()); err != nil {
-			level.Debug(p.logger).Log("msg", "writing the tuner page", "err", err)
+		// A browser shows a body cut short as a failed load, not as a
+		// page missing its bottom rows.
+		w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+		sw := newStallWriter(w, p.now)
+		if _, err := sw.Write(b.Bytes()); err != nil {
+			p.logWriteFailed(r, sw, err, "total_bytes", b.Len())
 		}
 	default:
 		http.Error(w, fmt.Sprintf("unknown format %q: want html or json", f), http.StatusBadRequest)

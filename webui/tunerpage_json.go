@@ -20,7 +20,7 @@ import (
 // response is a whole document or an error, never half of one: a
 // history's value that is no number is written null, anything else is an
 // error. The writing stops at the first write that fails (a client gone,
-// or past TunerPageWriteTimeout), encoding no more.
+// or one that read nothing for TunerPageWriteTimeout), encoding no more.
 
 // jsonChunk is the size of the buffer the JSON is written through.
 const jsonChunk = 32 << 10

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strconv"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +59,15 @@ type handlerOptions struct {
 	// tenants.
 	About func() webui.About
 }
+
+// tunerPageRetryAfter is the Retry-After of a tuner page request beyond
+// its limit: webui.TunerPageWriteTimeout, in seconds. A page is rendered
+// in well under a second, but a slot is held by a client that stops
+// reading until that timeout (and by one that reads slowly until it has
+// read the page): a retry a second later would mostly meet the same
+// refusal, where one after the timeout finds a stalled client's slot
+// free.
+var tunerPageRetryAfter = strconv.Itoa(int(webui.TunerPageWriteTimeout / time.Second))
 
 // tunerPageLimit is how many tuner page requests are served at once:
 // webui.TunerPageMaxInFlight, or --web.max-requests where lower (and not
@@ -116,7 +127,7 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 		// its own, so that its viewers never take a scraper's slot, and
 		// a small one, so that its renders' memory stays bounded.
 		mux.Handle(webui.TunerPagePath, httplimit.InFlightOf(tunerPageLimit(o.MaxRequests), "tuner page",
-			"the page's own limit, --web.max-requests where lower", o.Logger, o.TunerPage))
+			"the page's own limit, --web.max-requests where lower", tunerPageRetryAfter, o.Logger, o.TunerPage))
 	}
 	// One limit for every metrics request, filtered ones included (a
 	// per-handler limit would not bound requests that each build their

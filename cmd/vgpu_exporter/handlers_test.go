@@ -324,8 +324,10 @@ func TestMaxRequestsCoversTunerPage(t *testing.T) {
 
 // The tuner page's limit is its own small one whatever --web.max-requests
 // allows (40 by default; 0, no limit), and --web.max-requests where that
-// is lower: a request beyond it is answered 503 with a Retry-After, and
-// only that many render at once.
+// is lower: a request beyond it is answered 503 with a Retry-After of
+// webui.TunerPageWriteTimeout, the longest a client that stops reading
+// holds a slot (1 s, a scrape's, understated it), and only that many
+// render at once.
 func TestTunerPageLimit(t *testing.T) {
 	for _, tc := range []struct {
 		maxRequests int64
@@ -358,8 +360,8 @@ func TestTunerPageLimit(t *testing.T) {
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", webui.TunerPagePath, nil))
-		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
-			t.Errorf("--web.max-requests=%d: page %d while %d render: %d, Retry-After %q; want 503 with one (%d rendered)",
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "10" {
+			t.Errorf("--web.max-requests=%d: page %d while %d render: %d, Retry-After %q; want 503 with 10 (%d rendered)",
 				tc.maxRequests, tc.pages+1, tc.pages, rec.Code, rec.Header().Get("Retry-After"), pages.Load())
 		}
 		close(release)

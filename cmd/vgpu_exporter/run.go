@@ -99,6 +99,7 @@ func (s *service) about(cfg *config) webui.About {
 			a.TunerGPUModes[g] = string(m)
 		}
 		a.TunerGPUs = webui.TunerGPUsOf(st, snap)
+		a.KillSwitch = st.KillSwitch
 	}
 	if snap != nil {
 		a.Sampled = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"html"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -132,17 +133,28 @@ func TestLandingSaysAppliedTunerModes(t *testing.T) {
 		before    string // before the first snapshot
 		want      string // once the GPUs are read
 		wantsText string // what the page says the tuner does there
+		killed    bool   // the kill switch engaged
 	}{
 		{"GPU 0 named twice, in enforce and off", []string{"--tuner.gpu-mode=0=enforce", "--tuner.gpu-mode=" + uuid + "=off"},
-			"enforce on GPU 0, off elsewhere (as flagged)", "off", "the tuner runs and changes nothing on any GPU"},
+			"enforce on GPU 0, off elsewhere (as flagged)", "off", "the tuner runs and changes nothing on any GPU", false},
 		{"a key naming no GPU", []string{"--tuner.gpu-mode=7=enforce"},
-			"enforce on GPU 7, off elsewhere (as flagged)", "off; GPU 7: no such GPU", "the tuner runs and changes nothing on any GPU"},
+			"enforce on GPU 7, off elsewhere (as flagged)", "off; GPU 7: no such GPU", "the tuner runs and changes nothing on any GPU", false},
 		{"every GPU named", []string{"--tuner.gpu-mode=0=enforce"},
-			"enforce on GPU 0, off elsewhere (as flagged)", "enforce", "the tuner changes the GPUs' settings and restores them at exit"},
+			"enforce on GPU 0, off elsewhere (as flagged)", "enforce", "the tuner changes the GPUs' settings and restores them at exit", false},
+		{"every GPU named, the kill switch engaged", []string{"--tuner.gpu-mode=0=enforce"},
+			"enforce on GPU 0, off elsewhere (as flagged)", "enforce", "kill switch on: the tuner changes nothing (reverts excepted)", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.killed {
+				file := filepath.Join(t.TempDir(), "stop")
+				if err := os.WriteFile(file, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--tuner.kill-switch-file="+file)
+			}
 			cfg := testConfig(t, append([]string{"--web.listen-address=" + freeAddr(t), "--backend=sim", "--sim.scenario=noisy-neighbour",
-				"--sample.interval=100ms", "--tuner.mode=off", "--tuner.interval=100ms"}, tc.args...)...)
+				"--sample.interval=100ms", "--tuner.mode=off", "--tuner.interval=100ms"}, args...)...)
 			svc, err := buildOn(cfg, gpu.RealClock{}, log.NewNopLogger())
 			if err != nil {
 				t.Fatal(err)
@@ -156,6 +168,9 @@ func TestLandingSaysAppliedTunerModes(t *testing.T) {
 			defer wait()
 			defer cancel()
 			waitUntil(t, "the first snapshot", func() bool { return svc.Published() != nil })
+			if tc.killed {
+				waitUntil(t, "a round at the kill switch", func() bool { st := svc.tunerStatus(); return st != nil && st.KillSwitch })
+			}
 			h, err := webui.NewLanding(webui.LandingOptions{About: func() webui.About { return svc.about(cfg) }})
 			if err != nil {
 				t.Fatal(err)
