@@ -44,6 +44,14 @@ const TunerPageMaxInFlight = 2
 // as long as each piece drains within it.
 const TunerPageWriteTimeout = 10 * time.Second
 
+// TunerPageMaxTransfer bounds the whole writing of a tuner page response:
+// a client that reads just fast enough to beat TunerPageWriteTimeout at
+// each piece (about 3 KB/s) would otherwise hold one of the
+// TunerPageMaxInFlight slots for hours (the JSON of 1000 tenants, 28 MB).
+// Five minutes is the 1000-tenant JSON at about 100 KB/s, the HTML at
+// 20 KB/s.
+const TunerPageMaxTransfer = 5 * time.Minute
+
 // tunerPageDecisions is how many of the latest decisions the page lists.
 const tunerPageDecisions = 50
 
@@ -586,6 +594,8 @@ type tunerPage struct {
 	// network's, the wall clock.
 	now  func() time.Time
 	logs *pageLogs
+	// maxTransfer bounds a response's writing (TunerPageMaxTransfer).
+	maxTransfer time.Duration
 }
 
 // NewTunerPage returns the tuner page over the latest snapshot and tuner
@@ -594,7 +604,7 @@ func NewTunerPage(snapshot func() *tenant.Snapshot, status func() *tuner.Status,
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	return tunerPage{snapshot: snapshot, status: status, info: info, logger: logger, now: time.Now, logs: newPageLogs()}
+	return tunerPage{snapshot: snapshot, status: status, info: info, logger: logger, now: time.Now, logs: newPageLogs(), maxTransfer: TunerPageMaxTransfer}
 }
 
 func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -636,7 +646,7 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			logNulls(p.logger, p.logs, p.now(), nulls)
 		}
 		w.Header().Set("Content-Type", "application/json")
-		sw := newStallWriter(w, p.now)
+		sw := newStallWriter(w, p.now, p.maxTransfer)
 		if err := writeJSON(sw, head, &v); err != nil {
 			p.logWriteFailed(r, sw, err, "history_series", len(v.History.Tenants)+len(v.History.Knobs))
 		}
@@ -652,7 +662,7 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A browser shows a body cut short as a failed load, not as a
 		// page missing its bottom rows.
 		w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
-		sw := newStallWriter(w, p.now)
+		sw := newStallWriter(w, p.now, p.maxTransfer)
 		if _, err := sw.Write(b.Bytes()); err != nil {
 			p.logWriteFailed(r, sw, err, "total_bytes", b.Len())
 		}

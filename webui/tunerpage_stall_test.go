@@ -112,6 +112,7 @@ func TestTunerPageSlowReaderGetsWholePage(t *testing.T) {
 		clock := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		var logs bytes.Buffer
 		p := stallPage(&clock, &logs)
+		p.maxTransfer = time.Hour // the JSON takes 13 minutes at 3.6 KB/s: the stall's bound alone
 		want := httptest.NewRecorder()
 		p.ServeHTTP(want, httptest.NewRequest("GET", target, nil))
 		start := clock
@@ -230,6 +231,28 @@ func TestTunerPageNullsWarningBounded(t *testing.T) {
 	for _, l := range lines {
 		if n := strings.Count(l, " of 240, the first "); n != pageNullsNamed || !strings.Contains(l, "; and 190 more") || !strings.Contains(l, " series_count=200 ") {
 			t.Errorf("a warning names %d series, want %d, the other 190 counted:\n%s", n, pageNullsNamed, l)
+		}
+	}
+}
+
+// A client that reads just fast enough for each piece's deadline holds
+// its slot no longer than the transfer's bound: its response is cut
+// there, and said so at warn level, where it held the slot for as long as
+// the whole page took (hours for the JSON of 1000 tenants at 3 KB/s).
+func TestTunerPageTransferBounded(t *testing.T) {
+	for _, target := range []string{"/tuner", "/tuner?format=json"} {
+		clock := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		var logs bytes.Buffer
+		p := stallPage(&clock, &logs)
+		p.maxTransfer = time.Minute
+		start := clock
+		c := newStallClient(&clock, pageChunk/9, 1<<40) // 9 s a piece
+		p.ServeHTTP(c, httptest.NewRequest("GET", target, nil))
+		if !c.failed || clock.Sub(start) > p.maxTransfer {
+			t.Errorf("%s: a client at 3.6 KB/s: cut %v after %v, %d bytes; want cut by %v", target, c.failed, clock.Sub(start), c.body.Len(), p.maxTransfer)
+		}
+		if !strings.Contains(logs.String(), "level=warn") || !strings.Contains(logs.String(), "took longer than 1m0s") {
+			t.Errorf("%s: the cut not said at warn level:\n%s", target, logs.String())
 		}
 	}
 }

@@ -58,11 +58,15 @@ type stallWriter struct {
 	rc       *http.ResponseController
 	now      func() time.Time
 	deadline time.Time // the last one set
+	end      time.Time // no deadline past it: the transfer's bound
+	max      time.Duration
 	written  int64
 }
 
-func newStallWriter(w http.ResponseWriter, now func() time.Time) *stallWriter {
-	return &stallWriter{w: w, rc: http.NewResponseController(w), now: now}
+// newStallWriter returns the writer of a response to w whose writing may
+// take at most maxTransfer from now on.
+func newStallWriter(w http.ResponseWriter, now func() time.Time, maxTransfer time.Duration) *stallWriter {
+	return &stallWriter{w: w, rc: http.NewResponseController(w), now: now, end: now().Add(maxTransfer), max: maxTransfer}
 }
 
 func (s *stallWriter) Write(p []byte) (int, error) {
@@ -73,6 +77,9 @@ func (s *stallWriter) Write(p []byte) (int, error) {
 		// server's write timeout is the bound; the handler's first
 		// setting logged why.
 		s.deadline = s.now().Add(TunerPageWriteTimeout)
+		if s.deadline.After(s.end) {
+			s.deadline = s.end
+		}
 		_ = s.rc.SetWriteDeadline(s.deadline)
 		k, err := s.w.Write(piece)
 		n += k
@@ -108,7 +115,11 @@ func (p tunerPage) logWriteFailed(r *http.Request, s *stallWriter, err error, si
 	if !ok {
 		return
 	}
-	kv := []any{"msg", fmt.Sprintf("tuner page response cut short: the client read nothing for %v", TunerPageWriteTimeout),
+	why := fmt.Sprintf("the client read nothing for %v", TunerPageWriteTimeout)
+	if s.deadline.Equal(s.end) {
+		why = fmt.Sprintf("its writing took longer than %v", s.max)
+	}
+	kv := []any{"msg", "tuner page response cut short: " + why,
 		"path", r.URL.RequestURI(), "remote", r.RemoteAddr, "written_bytes", s.written}
 	level.Warn(p.logger).Log(append(append(kv, size...), "cut", held+1, "err", err)...)
 }
