@@ -25,12 +25,12 @@ func NewProcReader(root string) ProcReader {
 	return ProcReader{root: root}
 }
 
-// maxProcBytes bounds one procfs file read (cgroup, comm, status: a few
-// KiB at most).
-const maxProcBytes = 1 << 20
+// MaxProcBytes bounds one procfs file read (cgroup, comm, status: a few
+// KiB at most), of a container's process or a VM's (gpu/vmproc).
+const MaxProcBytes = 1 << 20
 
 func (p ProcReader) read(pid uint32, name string) ([]byte, error) {
-	return fileread.Regular(filepath.Join(p.root, strconv.FormatUint(uint64(pid), 10), name), maxProcBytes)
+	return fileread.Regular(filepath.Join(p.root, strconv.FormatUint(uint64(pid), 10), name), MaxProcBytes)
 }
 
 // Cgroup returns the path of /proc/PID/cgroup that best identifies the

@@ -79,15 +79,10 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		t.counts.Refusals[guard]++
 		return []Decision{t.finish(a, d, now, nil)}, false
 	}
-	if why, ok := t.unavailable(st, a); ok {
+	if why, err := t.notTried(st, a); err != nil {
 		d.Outcome = OutcomeRefused
 		d.Reason = joinReasons(a.Reason, "refused, not tried: "+why)
-		return []Decision{t.finish(a, d, now, fmt.Errorf("%s: %w", why, errUnavailable))}, false
-	}
-	if why := t.pauseShared(st, a); why != "" {
-		d.Outcome = OutcomeRefused
-		d.Reason = joinReasons(a.Reason, "refused, not tried: "+sharedText(why))
-		return []Decision{t.finish(a, d, now, fmt.Errorf("%s: %w", why, errSharedGroup))}, false
+		return []Decision{t.finish(a, d, now, err)}, false
 	}
 	if mode == ModeRecommend || !t.canApply(a) || unjournaled {
 		d.Outcome = OutcomeRecommended
@@ -122,6 +117,20 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		}
 	}
 	return t.settle(ctx, st, a, d, err, hadOriginal, now, appliedOn, nil)
+}
+
+// notTried is why the action a is refused before it is tried, as its
+// decision says it and as its error: the knob is not available on its GPU
+// (errUnavailable), or a pause would freeze a group that holds another
+// tenant's process (errSharedGroup); a nil error where it may be tried.
+func (t *Tuner) notTried(st *State, a Action) (string, error) {
+	if why, ok := t.unavailable(st, a); ok {
+		return why, fmt.Errorf("%s: %w", why, errUnavailable)
+	}
+	if why := t.pauseShared(st, a); why != "" {
+		return sharedText(why), fmt.Errorf("%s: %w", why, errSharedGroup)
+	}
+	return "", nil
 }
 
 // settle ends an action the actuator was called for, err its outcome:

@@ -38,24 +38,8 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 		if o.Target.Knob != gpu.KnobPauseDuty {
 			continue
 		}
-		moved := reattributed(t.last, o)
-		switch {
-		case first:
-			whys[k] = "thawed at start (a pause found in the journal)"
-		case stopped:
-			whys[k] = "thawed: kill switch engaged"
-		case t.modeOf(o.Target.GPU, t.indexOf(o.Target.GPU)) != ModeEnforce:
-			whys[k] = "thawed: the tuner no longer acts on this GPU"
-		case latencyNow(t.last, o.Tenant):
-			whys[k] = "thawed: " + o.Tenant + " is a latency tenant now, which is never paused"
-		case t.inForceShared(o.Tenant) != "":
-			whys[k] = "thawed: " + sharedText(t.inForceShared(o.Tenant))
-		case moved != "":
-			whys[k] = fmt.Sprintf("thawed: the processes paused for %s are %s's now (the tenants configuration changed), and %s has none on any GPU", o.Tenant, moved, o.Tenant)
-		case t.left(k, o):
-			whys[k] = "thawed: " + o.Tenant + " no longer runs on this GPU (it runs on another), where the pause would follow it"
-		case t.unseenFor(k, o, now) >= unseenThaw:
-			whys[k] = fmt.Sprintf("thawed: no process of %s to pause (on a vGPU host, its VM's process on the host) seen on any GPU for %v: the groups it was paused by are gone, and a process group's number is taken again", o.Tenant, unseenThaw)
+		if why := t.thawWhy(k, o, first, stopped, now); why != "" {
+			whys[k] = why
 		}
 	}
 	keys := slices.Sorted(maps.Keys(whys))
@@ -87,6 +71,35 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 		out = append(out, d)
 	}
 	return out
+}
+
+// thawWhy is why the pause in force o (key k) is thawed this round; ""
+// where it may stay. The reasons are taken in order, each asked only where
+// none before it holds (a group check reads the pause actuator).
+func (t *Tuner) thawWhy(k string, o Original, first, stopped bool, now time.Time) string {
+	switch {
+	case first:
+		return "thawed at start (a pause found in the journal)"
+	case stopped:
+		return "thawed: kill switch engaged"
+	case t.modeOf(o.Target.GPU, t.indexOf(o.Target.GPU)) != ModeEnforce:
+		return "thawed: the tuner no longer acts on this GPU"
+	case latencyNow(t.last, o.Tenant):
+		return "thawed: " + o.Tenant + " is a latency tenant now, which is never paused"
+	}
+	if shared := t.inForceShared(o.Tenant); shared != "" {
+		return "thawed: " + sharedText(shared)
+	}
+	moved := reattributed(t.last, o)
+	switch {
+	case moved != "":
+		return fmt.Sprintf("thawed: the processes paused for %s are %s's now (the tenants configuration changed), and %s has none on any GPU", o.Tenant, moved, o.Tenant)
+	case t.left(k, o):
+		return "thawed: " + o.Tenant + " no longer runs on this GPU (it runs on another), where the pause would follow it"
+	case t.unseenFor(k, o, now) >= unseenThaw:
+		return fmt.Sprintf("thawed: no process of %s to pause (on a vGPU host, its VM's process on the host) seen on any GPU for %v: the groups it was paused by are gone, and a process group's number is taken again", o.Tenant, unseenThaw)
+	}
+	return ""
 }
 
 // lastSet is the value this run last set k to, as text: what a restore

@@ -65,7 +65,8 @@ func (t *Tuner) pauseShared(st *State, a Action) string {
 // paused, its tenant's now, which they follow, or, to the pause actuator,
 // those it freezes for the tenant) holds another tenant's process in the
 // latest snapshot; "" otherwise. It is checked once a round for all of
-// them (sharedNow), the PIDs of every one in the one check.
+// them (sharedNow, made anew by thawPauses, which a round runs before any
+// other pause step), the PIDs of every one in the one check.
 func (t *Tuner) inForceShared(name string) string {
 	if t.last == nil || name == "" {
 		return ""
@@ -84,9 +85,6 @@ func (t *Tuner) inForceShared(name string) string {
 		}
 	}
 	why := t.sharedGroups(t.last, name, pids)
-	if t.sharedNow == nil {
-		t.sharedNow = map[string]string{}
-	}
 	t.sharedNow[name] = why
 	return why
 }

@@ -180,11 +180,18 @@ type RequestCount struct {
 	Epoch       uint64
 }
 
-// Since is what c counted since then: false where a reload restarted the
-// tenant's counters in between (another Epoch), or they went back.
+// Since is what c counted since then: false where the tenant's counters
+// started over in between (StartedOver), or they went back.
 func (c RequestCount) Since(then RequestCount) (RequestCount, bool) {
 	d := RequestCount{Total: c.Total - then.Total, Good: c.Good - then.Good, Epoch: c.Epoch}
-	return d, c.Epoch == then.Epoch && d.Total >= 0 && d.Good >= 0 && d.Good <= d.Total
+	return d, !c.StartedOver(then) && d.Total >= 0 && d.Good >= 0 && d.Good <= d.Total
+}
+
+// StartedOver is whether the tenant's counters started over between then
+// and c: a reload restarted them (another Epoch), or a counter went down
+// (a source restarted).
+func (c RequestCount) StartedOver(then RequestCount) bool {
+	return c.Epoch != then.Epoch || c.Total < then.Total || c.Good < then.Good
 }
 
 // maxHistory is how many changes State.History keeps per GPU and knob.
@@ -228,9 +235,8 @@ func (s *State) LastChange(t Target) (Change, bool) {
 
 // counterPoint is one sample of a tenant's request counters.
 type counterPoint struct {
-	at          time.Time
-	total, good float64
-	epoch       uint64 // latency.Status.Epoch
+	at time.Time
+	c  RequestCount
 }
 
 // fastTracker keeps each tenant's request counters over the fast window
@@ -245,8 +251,7 @@ func newFastTracker(window time.Duration) *fastTracker {
 }
 
 // observe adds the snapshot's counters and returns the figures over the
-// window. A counter that went down (a source restarted), or another
-// tracker's (a reload restarted the tenant's counters: another Epoch),
+// window. A tenant whose counters started over (RequestCount.StartedOver)
 // starts over.
 func (f *fastTracker) observe(now time.Time, snap *tenant.Snapshot) map[string]FastSLO {
 	if snap == nil {
@@ -257,11 +262,12 @@ func (f *fastTracker) observe(now time.Time, snap *tenant.Snapshot) map[string]F
 		if !s.GoodKnown {
 			continue
 		}
+		c := RequestCount{Total: s.RequestsTotal, Good: s.GoodRequestsTotal, Epoch: s.Epoch}
 		ps := f.points[s.Tenant]
-		if n := len(ps); n > 0 && (s.Epoch != ps[n-1].epoch || s.RequestsTotal < ps[n-1].total || s.GoodRequestsTotal < ps[n-1].good) {
+		if n := len(ps); n > 0 && c.StartedOver(ps[n-1].c) {
 			ps = nil
 		}
-		ps = append(ps, counterPoint{at: now, total: s.RequestsTotal, good: s.GoodRequestsTotal, epoch: s.Epoch})
+		ps = append(ps, counterPoint{at: now, c: c})
 		// Keep the newest point at or before now-window as the base.
 		i := 0
 		for i+1 < len(ps) && !ps[i+1].at.After(now.Add(-f.window)) {
@@ -270,7 +276,7 @@ func (f *fastTracker) observe(now time.Time, snap *tenant.Snapshot) map[string]F
 		ps = ps[i:]
 		f.points[s.Tenant] = ps
 		base, last := ps[0], ps[len(ps)-1]
-		out[s.Tenant] = FastSLO{Over: last.at.Sub(base.at), Total: last.total - base.total, Good: last.good - base.good}
+		out[s.Tenant] = FastSLO{Over: last.at.Sub(base.at), Total: last.c.Total - base.c.Total, Good: last.c.Good - base.c.Good}
 	}
 	// a tenant unseen for fastForget windows (removed by a reload, a
 	// namespace gone under pod tenancy) is forgotten: it starts over if

@@ -88,21 +88,33 @@ func isDone(ch <-chan struct{}) bool {
 	}
 }
 
-// At the shortest --tuner.restore-timeout a tuner in recommend, which
-// changed nothing, exits cleanly: no "NOT restored". (At 1ns, accepted
-// then, the deadline was spent before the restore began, and the exit
-// logged "original settings NOT restored" and failed.)
+// A tuner in recommend, which changed nothing, exits cleanly (no "NOT
+// restored", no error) at every --tuner.restore-timeout the flags take:
+// one too short for the restore to begin is refused at start. (At 1ns,
+// accepted then, the deadline was spent before the restore began, and the
+// exit logged "original settings NOT restored" and failed.)
 func TestRecommendExitAtShortestRestoreTimeout(t *testing.T) {
-	cfg, svc, logs, _ := simTunerService(t, "--tuner.restore-timeout="+minRestoreTimeout.String())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.serve(ctx, cfg, newCollector, make(chan os.Signal)) }()
-	waitUntil(t, "the first snapshot", func() bool { return svc.Published() != nil })
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("serve: %v, want a clean exit", err)
-	}
-	if l := logs.String(); strings.Contains(l, "NOT restored") || strings.Contains(l, "level=error") {
-		t.Errorf("log:\n%s\nwant no error, no \"NOT restored\"", l)
+	for _, d := range []time.Duration{time.Nanosecond, minRestoreTimeout} {
+		t.Run(d.String(), func(t *testing.T) {
+			arg := "--tuner.restore-timeout=" + d.String()
+			if _, err := parseArgs(t, "--tuner.mode=recommend", arg); err != nil {
+				if !strings.Contains(err.Error(), "--tuner.restore-timeout") {
+					t.Fatalf("%s: %v, want it refused or taken", arg, err)
+				}
+				return // refused at start
+			}
+			cfg, svc, logs, _ := simTunerService(t, arg)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- svc.serve(ctx, cfg, newCollector, make(chan os.Signal)) }()
+			waitUntil(t, "the first snapshot", func() bool { return svc.Published() != nil })
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v, want a clean exit", err)
+			}
+			if l := logs.String(); strings.Contains(l, "NOT restored") || strings.Contains(l, "level=error") {
+				t.Errorf("log:\n%s\nwant no error, no \"NOT restored\"", l)
+			}
+		})
 	}
 }

@@ -46,7 +46,8 @@ const (
 const defaultScenario = "h100-timeslice"
 
 // minSampleInterval is the shortest --sample.interval: each sample walks
-// every GPU, process and tenant, and shorter intervals only burn CPU.
+// every GPU, process and tenant, and shorter intervals only burn CPU. It
+// is the shortest --tuner.interval too (tunerConfig.validate).
 const minSampleInterval = 100 * time.Millisecond
 
 // minRestoreTimeout is the shortest --tuner.restore-timeout: the restore
@@ -180,11 +181,6 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("--sample.interval must be positive, got %s", c.SampleInterval))
 	case c.SampleInterval < minSampleInterval:
 		errs = append(errs, fmt.Errorf("--sample.interval must be at least %s, got %s", minSampleInterval, c.SampleInterval))
-	}
-	if c.Tuner.active() && c.Tuner.Interval > 0 && c.Tuner.Interval < minSampleInterval {
-		// at 1ns the rounds ran back to back, a core's worth, each on the
-		// same sample: the tuner's floor is the sampler's
-		errs = append(errs, fmt.Errorf("--tuner.interval must be at least %s, got %s: a round decides on the latest sample, and shorter rounds only decide on the same one again", minSampleInterval, c.Tuner.Interval))
 	}
 	// An empty address would listen on every interface, on a port the
 	// kernel picks: what an unset variable in a unit file gives.

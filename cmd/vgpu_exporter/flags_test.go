@@ -49,7 +49,8 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--sample.interval=0s"}, "--sample.interval must be positive"},
 		{[]string{"--sample.interval=-1s"}, "--sample.interval must be positive"},
 		{[]string{"--sample.interval=fast"}, "sample.interval"},
-		{[]string{"--tuner.restore-timeout=0s"}, "--tuner.restore-timeout must be positive"},
+		{[]string{"--tuner.restore-timeout=0s"}, "--tuner.restore-timeout must be at least 1s, got 0s"},
+		{[]string{"--tuner.restore-timeout=-1s"}, "--tuner.restore-timeout must be at least 1s, got -1s"},
 		{[]string{"--tuner.restore-timeout=150s"}, ""},
 		// a deadline spent before the restore begins: the exit logged
 		// "original settings NOT restored" with nothing changed

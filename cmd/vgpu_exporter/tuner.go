@@ -94,12 +94,15 @@ func (c *tunerConfig) gpuModes() (map[string]tuner.Mode, error) {
 // validate checks the tuner flags.
 func (c *tunerConfig) validate() error {
 	var errs []error
-	if c.Interval <= 0 {
+	switch {
+	case c.Interval <= 0:
 		errs = append(errs, fmt.Errorf("--tuner.interval must be positive, got %s", c.Interval))
+	case c.active() && c.Interval < minSampleInterval:
+		// at 1ns the rounds ran back to back, a core's worth, each on the
+		// same sample: the tuner's floor is the sampler's
+		errs = append(errs, fmt.Errorf("--tuner.interval must be at least %s, got %s: a round decides on the latest sample, and shorter rounds only decide on the same one again", minSampleInterval, c.Interval))
 	}
-	if c.RestoreTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("--tuner.restore-timeout must be positive, got %s", c.RestoreTimeout))
-	} else if c.RestoreTimeout < minRestoreTimeout {
+	if c.RestoreTimeout < minRestoreTimeout {
 		errs = append(errs, fmt.Errorf("--tuner.restore-timeout must be at least %s, got %s", minRestoreTimeout, c.RestoreTimeout))
 	}
 	for _, err := range c.SlowLoop.Validate() {

@@ -307,7 +307,7 @@ func (r resolver) ownDirs(pid int) (v2, v1 string) {
 	if err != nil {
 		return "", ""
 	}
-	p2, p1 := cgroupPaths(data)
+	p2, p1, _ := cgroupPaths(data) // (a refused file: neither)
 	if r.v2 != "" && p2 != "" && !strings.HasPrefix(p2, "/../") {
 		v2 = filepath.Join(r.v2, filepath.FromSlash(p2))
 	}
@@ -335,7 +335,7 @@ func (r resolver) resolve(pid uint32) (group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PID %d: %w", pid, err)
 	}
-	v2path, v1path := cgroupPaths(data)
+	v2path, v1path, _ := cgroupPaths(data) // (a refused file: its process group)
 	// On a hybrid host a runtime that manages the v1 controllers may leave
 	// a container's process in its own unified cgroup, its service's
 	// ("/system.slice/k3s-agent.service", which holds the kubelet, the
@@ -367,12 +367,13 @@ func (r resolver) resolve(pid uint32) (group, error) {
 // cgroupPaths returns a process's cgroup v2 path and its v1 freezer path
 // from /proc/PID/cgroup ("" where absent). A file that cgroupfile.Lines
 // refuses (a hierarchy or a controller listed twice: a line forged by a
-// cgroup name with a line break in it) gives neither: the process is then
-// paused by its process group, never by the cgroup a forged line names.
-func cgroupPaths(data []byte) (v2, v1 string) {
+// cgroup name with a line break in it) gives neither, and its error: the
+// process is then paused by its process group, never by the cgroup a
+// forged line names.
+func cgroupPaths(data []byte) (v2, v1 string, err error) {
 	lines, err := cgroupfile.Lines(data)
 	if err != nil {
-		return "", ""
+		return "", "", err
 	}
 	for _, l := range lines {
 		if l.Unified() {
@@ -384,7 +385,7 @@ func cgroupPaths(data []byte) (v2, v1 string) {
 			}
 		}
 	}
-	return v2, v1
+	return v2, v1, nil
 }
 
 // ownCgroup returns the directory to freeze for a process of cgroup path

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -147,9 +146,9 @@ type place struct {
 }
 
 // placeOf reads where process pid is: its cgroups where cgroups is set,
-// its process group where pgroups is. A /proc/PID/cgroup that
-// cgroupfile.Lines refuses (a line forged by a cgroup name with a line
-// break in it) tells no cgroup: an error for either hierarchy.
+// its process group where pgroups is. A /proc/PID/cgroup that cgroupPaths
+// refuses (a line forged by a cgroup name with a line break in it) tells
+// no cgroup: an error for either hierarchy.
 func (r resolver) placeOf(pid uint32, cgroups, pgroups bool) place {
 	pl := place{pid: pid}
 	if pgroups {
@@ -166,12 +165,12 @@ func (r resolver) placeOf(pid uint32, cgroups, pgroups bool) place {
 		pl.v2Err, pl.v1Err = err, err
 		return pl
 	}
-	if _, err := cgroupfile.Lines(data); err != nil {
+	p2, p1, err := cgroupPaths(data)
+	if err != nil {
 		pl.v2Err = fmt.Errorf("its cgroup file: %w", err)
 		pl.v1Err = pl.v2Err
 		return pl
 	}
-	p2, p1 := cgroupPaths(data)
 	pl.v2, pl.v2Err = dirUnder(r.v2, p2)
 	pl.v1, pl.v1Err = dirUnder(r.v1, p1)
 	return pl

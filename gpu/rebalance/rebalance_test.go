@@ -269,24 +269,40 @@ func TestSystemdMoveHook(t *testing.T) {
 	}
 }
 
-// A hook whose jq or kubectl (systemctl) is missing says so, naming it,
-// and exits 127 having done nothing; before, a missing jq was "the plan on
-// stdin is not a JSON object" (exit 2, as a bad plan), a missing kubectl
-// an eviction failed, and a missing systemctl was found after the
-// drop-ins were written.
+// A hook whose jq or kubectl (systemctl) is missing, or whose SYSTEMCTL or
+// KUBECTL names a path there but no program (a file not executable, a
+// directory), says so, naming it, and exits 127 having done nothing.
+// Before, a missing jq was "the plan on stdin is not a JSON object" (exit
+// 2, as a bad plan), a missing kubectl an eviction failed, and a missing
+// systemctl was found after the drop-ins were written; dash's command -v
+// took any path there: the systemd hook wrote every drop-in and failed at
+// the reload (126), leaving drop-ins that move the units at their next
+// restart, and the Kubernetes hook reported each eviction refused, as by a
+// budget (1).
 func TestExampleHooksNameAMissingTool(t *testing.T) {
+	notExec := filepath.Join(t.TempDir(), "tool")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\nexit 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
 	for _, tc := range []struct {
-		hook, missing string
-		env           map[string]string
+		hook, what string
+		missing    string            // the tool left off PATH
+		env        map[string]string // the tool named to the hook
+		want       string            // what follows "cannot run: "
 	}{
-		{hook: "kubernetes-evict.sh", missing: "jq"},
-		{hook: "kubernetes-evict.sh", missing: "kubectl"},
-		{hook: "kubernetes-evict.sh", missing: "/opt/k8s/kubectl", env: map[string]string{"KUBECTL": "/opt/k8s/kubectl"}},
-		{hook: "systemd-move.sh", missing: "jq"},
-		{hook: "systemd-move.sh", missing: "systemctl"},
-		{hook: "systemd-move.sh", missing: "/usr/local/bin/no-systemctl", env: map[string]string{"SYSTEMCTL": "/usr/local/bin/no-systemctl"}},
+		{hook: "kubernetes-evict.sh", what: "without jq", missing: "jq", want: "jq not found"},
+		{hook: "kubernetes-evict.sh", what: "without kubectl", missing: "kubectl", want: "kubectl not found"},
+		{hook: "kubernetes-evict.sh", what: "without /opt/k8s/kubectl", missing: "/opt/k8s/kubectl", env: map[string]string{"KUBECTL": "/opt/k8s/kubectl"}, want: "/opt/k8s/kubectl not found"},
+		{hook: "systemd-move.sh", what: "without jq", missing: "jq", want: "jq not found"},
+		{hook: "systemd-move.sh", what: "without systemctl", missing: "systemctl", want: "systemctl not found"},
+		{hook: "systemd-move.sh", what: "without /usr/local/bin/no-systemctl", missing: "/usr/local/bin/no-systemctl", env: map[string]string{"SYSTEMCTL": "/usr/local/bin/no-systemctl"}, want: "/usr/local/bin/no-systemctl not found"},
+		{hook: "systemd-move.sh", what: "SYSTEMCTL not executable", env: map[string]string{"SYSTEMCTL": notExec}, want: notExec + " not found, or not an executable file"},
+		{hook: "systemd-move.sh", what: "SYSTEMCTL a directory", env: map[string]string{"SYSTEMCTL": dir}, want: dir + " not found, or not an executable file"},
+		{hook: "kubernetes-evict.sh", what: "KUBECTL not executable", env: map[string]string{"KUBECTL": notExec}, want: notExec + " not found, or not an executable file"},
+		{hook: "kubernetes-evict.sh", what: "KUBECTL a directory", env: map[string]string{"KUBECTL": dir}, want: dir + " not found, or not an executable file"},
 	} {
-		t.Run(tc.hook+" without "+tc.missing, func(t *testing.T) {
+		t.Run(tc.hook+" "+tc.what, func(t *testing.T) {
 			script := hookPath(t, tc.hook)
 			// PATH: the fakes and the tools the hooks use, but the missing one
 			f := commandtest.New(t)
@@ -313,50 +329,7 @@ func TestExampleHooksNameAMissingTool(t *testing.T) {
 			h := newHook(t, script, 10*time.Second)
 			err := h.Rebalance(context.Background(), gpu.Plan{Reason: "r", Moves: []gpu.Move{
 				{Tenant: "llm-a", Unit: "llm-a.service", ToUUID: "GPU-1", Pod: podMove.Pod}}})
-			want := strings.TrimSuffix(tc.hook, ".sh") + ": cannot run: " + tc.missing + " not found"
-			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "exit status 127") {
-				t.Fatalf("error %v, want exit status 127 and %q", err, want)
-			}
-			if calls := len(f.Calls(t, "kubectl")) + len(f.Calls(t, "systemctl")); calls != 0 {
-				t.Errorf("%d calls of kubectl and systemctl, want none", calls)
-			}
-			if entries, _ := os.ReadDir(unitDir); len(entries) != 0 {
-				t.Errorf("drop-ins written: %v", entries)
-			}
-		})
-	}
-}
-
-// A SYSTEMCTL or KUBECTL that names a path there but no program (a file
-// not executable, a directory) is a tool not found: exit 127, naming it,
-// nothing done. Before, dash's command -v took any path there: the
-// systemd hook wrote every drop-in and failed at the reload (126), leaving
-// drop-ins that move the units at their next restart, and the Kubernetes
-// hook reported each eviction refused, as by a budget (1).
-func TestExampleHooksToolNotExecutable(t *testing.T) {
-	notExec := filepath.Join(t.TempDir(), "tool")
-	if err := os.WriteFile(notExec, []byte("#!/bin/sh\nexit 0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for _, tc := range []struct{ hook, env, tool string }{
-		{"systemd-move.sh", "SYSTEMCTL", notExec},
-		{"systemd-move.sh", "SYSTEMCTL", dir},
-		{"kubernetes-evict.sh", "KUBECTL", notExec},
-		{"kubernetes-evict.sh", "KUBECTL", dir},
-	} {
-		t.Run(tc.hook+" "+tc.tool, func(t *testing.T) {
-			f := commandtest.New(t)
-			f.Script(t, "kubectl", "")
-			f.Script(t, "systemctl", "")
-			f.OnPath(t)
-			t.Setenv(tc.env, tc.tool)
-			unitDir := t.TempDir()
-			t.Setenv("SYSTEMD_UNIT_DIR", unitDir)
-			h := newHook(t, hookPath(t, tc.hook), 10*time.Second)
-			err := h.Rebalance(context.Background(), gpu.Plan{Reason: "r", Moves: []gpu.Move{
-				{Tenant: "llm-a", Unit: "llm-a.service", ToUUID: "GPU-1", Pod: podMove.Pod}}})
-			want := strings.TrimSuffix(tc.hook, ".sh") + ": cannot run: " + tc.tool + " not found, or not an executable file"
+			want := strings.TrimSuffix(tc.hook, ".sh") + ": cannot run: " + tc.want
 			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "exit status 127") {
 				t.Fatalf("error %v, want exit status 127 and %q", err, want)
 			}

@@ -20,10 +20,6 @@ const DefaultReadTimeout = time.Second
 // and a command name of at most 15 bytes.
 const maxStat = 1 << 16
 
-// maxProcFile bounds a read of a claimant's /proc/PID/status or cgroup, as
-// kube.ProcReader bounds it (a few KiB at most).
-const maxProcFile = 1 << 20
-
 // errUnanswered is the error of a read of a process's procfs file that
 // did not end by its deadline, or was not started because another read of
 // the process's had not.
@@ -137,7 +133,7 @@ func (f *Finder) startTime(pid uint32) (string, error) {
 // readUID returns the real UID of process pid (its /proc/PID/status's,
 // kube.StatusUID's); -1 where it is not known, or not read in time.
 func (f *Finder) readUID(pid uint32) int {
-	b, err := f.readProc(pid, "status", maxProcFile)
+	b, err := f.readProc(pid, "status", kube.MaxProcBytes)
 	if err != nil {
 		return -1
 	}
@@ -149,7 +145,7 @@ func (f *Finder) readUID(pid uint32) int {
 // that keep no part of the file; errUnanswered where it was not read in
 // time.
 func (f *Finder) readCgroup(pid uint32) (path, scope string, err error) {
-	b, err := f.readProc(pid, "cgroup", maxProcFile)
+	b, err := f.readProc(pid, "cgroup", kube.MaxProcBytes)
 	if err != nil {
 		return "", "", err
 	}

@@ -288,10 +288,9 @@ func (tr *requestTrail) aheadAt(uuid string, t time.Time) (aheadRaise, bool) {
 	return aheadRaise{}, false
 }
 
-// observe adds the snapshot's counters at now, once a round; a counter
-// that went down (a source restarted), or another tracker's (a reload
-// restarted the tenant's counters: another Epoch, whatever the counts),
-// starts the tenant's trail over.
+// observe adds the snapshot's counters at now, once a round; counters that
+// started over (tuner.RequestCount.StartedOver: another Epoch whatever the
+// counts, or one went down) start the tenant's trail over.
 func (tr *requestTrail) observe(now time.Time, counts map[string]tuner.RequestCount) {
 	if tr == nil {
 		return
@@ -307,7 +306,7 @@ func (tr *requestTrail) observe(now time.Time, counts map[string]tuner.RequestCo
 			if !now.After(ps[n-1].at) {
 				continue
 			}
-			if c.Epoch != ps[n-1].c.Epoch || c.Total < ps[n-1].c.Total || c.Good < ps[n-1].c.Good {
+			if c.StartedOver(ps[n-1].c) {
 				ps = nil
 			}
 		}
