@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -611,8 +612,18 @@ func (l *LatencySource) UnmarshalYAML(n *yaml.Node) error {
 		case err != nil:
 			errs.Addf(v.Line, "latency_source.url %q: %s", shown, urlmask.URLParseReason(l.URL, err))
 		case u.Scheme == "http" || u.Scheme == "https":
+			// url.Parse takes any digits for a port and leaves the query
+			// unread: either would fail every scrape, not the check.
 			if u.Host == "" {
 				errs.Addf(v.Line, "latency_source.url %q has no host", shown)
+			} else if p := u.Port(); p != "" {
+				if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+					errs.Addf(v.Line, "latency_source.url %q: port %s is not in 1-65535", shown, p)
+				}
+			}
+			if _, err := url.ParseQuery(u.RawQuery); err != nil {
+				// the error quotes the escape, which may be part of a token
+				errs.Addf(v.Line, "latency_source.url %q: its query holds a %% not followed by two hex digits (write a literal %% as %%25)", shown)
 			}
 		case u.Scheme == "sim":
 			if latency.SimApp(l.URL) == "" {

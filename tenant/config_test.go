@@ -565,3 +565,28 @@ func TestLatencySourceURLSecretsNotInErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestLatencySourceURLRefusedAtCheck: a latency_source url that url.Parse
+// takes but no scrape can use, a port out of range or a query with a bad
+// %-escape, is refused by the check naming the line, where it passed and
+// failed at every scrape; a good one passes.
+func TestLatencySourceURLRefusedAtCheck(t *testing.T) {
+	const head = "tenants:\n  - name: a\n    selectors: [{executable: x}]\n    latency_source: {preset: tgi, url: "
+	for _, tc := range []struct{ name, url, want string }{
+		{"port too big", `"http://h:99999/metrics"`, `t.yaml:4: latency_source.url "http://h:99999/metrics": port 99999 is not in 1-65535`},
+		{"port 0", `"https://h:0/metrics"`, `t.yaml:4: latency_source.url "https://h:0/metrics": port 0 is not in 1-65535`},
+		{"bad escape", `"http://h:8000/metrics?token=ab%zz"`, `t.yaml:4: latency_source.url "http://h:8000/metrics?token=xxxxx": its query holds a % not followed by two hex digits`},
+		{"good", `"http://h:8000/metrics?token=ab%20c"`, ""},
+		{"no port", `"http://h/metrics"`, ""},
+	} {
+		_, err := ParseConfig("t.yaml", []byte(head+tc.url+"}\n"))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want none", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		case err != nil && strings.Contains(err.Error(), "zz"):
+			t.Errorf("%s: the error quotes the query's escape: %v", tc.name, err)
+		}
+	}
+}
