@@ -40,21 +40,7 @@ func TestVLLMSourceServed(t *testing.T) {
 		_, _ = w.Write(body)
 	}))
 	defer srv.Close()
-	cfg, err := tenant.ParseConfig("t.yaml", []byte(`tenants:
-  - name: chat
-    class: latency
-    selectors: [{executable: vllm}]
-    slo: {quantile: 0.99, target: 300ms}
-    latency_source: {url: "`+srv.URL+`/metrics", preset: vllm-e2e, matchers: {model_name: llama}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := gpu.NewManualClock(time.Unix(1000, 0))
-	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, HTTPClient: srv.Client()})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, clock := chatBuilder(t, srv)
 	var store tenant.Store
 	reg := register(t, &store, "tenant")
 
@@ -166,21 +152,7 @@ func TestLatencySourceUpAtFirstRead(t *testing.T) {
 				_, _ = w.Write(body)
 			}))
 			defer srv.Close()
-			cfg, err := tenant.ParseConfig("t.yaml", []byte(`tenants:
-  - name: chat
-    class: latency
-    selectors: [{executable: vllm}]
-    slo: {quantile: 0.99, target: 300ms}
-    latency_source: {url: "`+srv.URL+`/metrics", preset: vllm-e2e, matchers: {model_name: llama}}
-`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			clock := gpu.NewManualClock(time.Unix(1000, 0))
-			b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, HTTPClient: srv.Client()})})
-			if err != nil {
-				t.Fatal(err)
-			}
+			b, _ := chatBuilder(t, srv)
 			var store tenant.Store
 			reg := register(t, &store, "tenant")
 			if tc.status != 0 {
@@ -200,4 +172,27 @@ func TestLatencySourceUpAtFirstRead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// chatBuilder is the tenant builder of one latency tenant, chat (p99 <=
+// 300 ms), whose source is srv's vLLM end-to-end histogram of model
+// llama, on a manual clock.
+func chatBuilder(t *testing.T, srv *httptest.Server) (*tenant.Builder, *gpu.ManualClock) {
+	t.Helper()
+	cfg, err := tenant.ParseConfig("t.yaml", []byte(`tenants:
+  - name: chat
+    class: latency
+    selectors: [{executable: vllm}]
+    slo: {quantile: 0.99, target: 300ms}
+    latency_source: {url: "`+srv.URL+`/metrics", preset: vllm-e2e, matchers: {model_name: llama}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := gpu.NewManualClock(time.Unix(1000, 0))
+	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, HTTPClient: srv.Client()})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, clock
 }

@@ -199,7 +199,7 @@ func (a About) FlaggedTunerModes() string {
 	if !a.tunerRuns() {
 		return "off (no tuner runs)"
 	}
-	host := cmpOr(a.TunerMode, "off")
+	host := cmp.Or(a.TunerMode, "off")
 	byMode := map[string][]string{}
 	for g, m := range a.TunerGPUModes {
 		if m != host {
@@ -228,7 +228,7 @@ func (a About) appliedTunerModes() string {
 	if !a.tunerRuns() {
 		return "off (no tuner runs)"
 	}
-	host := cmpOr(a.TunerMode, "off")
+	host := cmp.Or(a.TunerMode, "off")
 	known := map[string]bool{} // the keys that name a GPU read
 	byMode, elsewhere := map[string][]string{}, false
 	for _, g := range a.TunerGPUs {
@@ -286,8 +286,15 @@ func gpuKeysText(keys []string) string {
 	return text
 }
 
-// landingModes are the tuner's modes, the one that changes the most first.
-var landingModes = []string{"enforce", "recommend", "off"}
+// landingModes are the tuner's modes (tuner.Modes), the one that changes
+// the most first.
+var landingModes = func() []string {
+	var out []string
+	for _, m := range slices.Backward(tuner.Modes) {
+		out = append(out, string(m))
+	}
+	return out
+}()
 
 // gpuKeyOrder orders --tuner.gpu-mode's GPUs: indices by number, then
 // UUIDs.
@@ -316,7 +323,7 @@ func tunerModesText(a About) string {
 	}
 	var modes []string // the applied ones once the GPUs are read, else the flags'
 	if a.TunerGPUs == nil {
-		modes = append(modes, cmpOr(a.TunerMode, "off"))
+		modes = append(modes, cmp.Or(a.TunerMode, "off"))
 		for _, m := range a.TunerGPUModes {
 			modes = append(modes, m)
 		}

@@ -2,6 +2,7 @@ package webui
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -455,7 +456,7 @@ func tenantViews(snap *tenant.Snapshot, st *tuner.Status) []tenantView {
 			tv.GPUs = []string{}
 		}
 		tv.Text.Share = percentText(ti.ShareMin) + " – " + percentText(ti.ShareMax)
-		tv.Text.GPUs = cmpOr(strings.Join(tv.GPUs, ", "), "none")
+		tv.Text.GPUs = cmp.Or(strings.Join(tv.GPUs, ", "), "none")
 		if s, ok := slos[ti.Name]; ok {
 			fillSLO(&tv, s)
 		}
@@ -469,7 +470,7 @@ func tenantViews(snap *tenant.Snapshot, st *tuner.Status) []tenantView {
 
 // fillSLO sets a tenant's SLO columns from its latency source's status.
 func fillSLO(tv *tenantView, s *tenant.SLOStatus) {
-	v := &sloView{Metric: cmpOr(s.Metric, "e2e"), QuantileRatio: s.Quantile, TargetSeconds: s.TargetSeconds, WindowSeconds: s.Window.Seconds(), Requests: s.WindowRequests}
+	v := &sloView{Metric: cmp.Or(s.Metric, "e2e"), QuantileRatio: s.Quantile, TargetSeconds: s.TargetSeconds, WindowSeconds: s.Window.Seconds(), Requests: s.WindowRequests}
 	tv.SLO = v
 	metric := strings.ToUpper(s.Metric) // "" for end-to-end latency
 	if s.TargetSeconds > 0 {
@@ -537,13 +538,6 @@ func fillBurn(tv *tenantView, b tuner.TenantBurn) {
 	if b.Burn > 1 {
 		tv.Text.BurnClass = "bad"
 	}
-}
-
-func cmpOr(s, alt string) string {
-	if s == "" {
-		return alt
-	}
-	return s
 }
 
 func orUnknown(s string) string {

@@ -2,6 +2,7 @@ package webui
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -210,7 +211,7 @@ func TestTunerPageJSONWholeWhateverTheHistory(t *testing.T) {
 				}
 			}
 			if n > 0 {
-				nulls = append(nulls, fmt.Sprintf("%s of %s: %d", cmpOr(s.Knob, "burn"), s.Tenant, n))
+				nulls = append(nulls, fmt.Sprintf("%s of %s: %d", cmp.Or(s.Knob, "burn"), s.Tenant, n))
 			}
 		}
 		if got := strings.Join(nulls, ", "); got != tc.nulls {
