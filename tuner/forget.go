@@ -213,7 +213,7 @@ func (t *Tuner) forget(gone map[string]bool, now time.Time) {
 // served from 0 from its first pause, goes with its last pause setting,
 // the pause actuator's too where it can drop it.
 func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
-	if snap == nil || snap.Readings == nil {
+	if snap == nil || snap.Readings == nil || !t.anyPauseTarget() {
 		return
 	}
 	up, _ := runningProcs(snap)
@@ -253,6 +253,17 @@ func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
 			forgetter.ForgetPauseFailures(name)
 		}
 	}
+}
+
+// anyPauseTarget says whether the tuner keeps any pause setting (the
+// round's look at the snapshot's processes for them is spared where none).
+func (t *Tuner) anyPauseTarget() bool {
+	for _, st := range t.targets {
+		if st.Knob == gpu.KnobPauseDuty {
+			return true
+		}
+	}
+	return false
 }
 
 // runningProcs returns the GPUs the snapshot read (up) and the processes
