@@ -85,6 +85,9 @@ func (p *Pool) Set(specs []Spec, scrapeInterval time.Duration) {
 		p.epochs++
 		tr.setEpoch(p.epochs)
 		tr.setInterval(scrapeInterval)
+		if old, ok := p.trackers[sp.Name]; ok && old.src.URL == sp.Source.URL {
+			tr.keepSourceState(old)
+		}
 		if w, ok := waits[sp.Source.URL]; ok {
 			tr.keepWaiting(w)
 		}

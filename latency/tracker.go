@@ -67,6 +67,23 @@ func (s *sloTracker) setEpoch(e uint64) {
 	s.epoch, s.status.Epoch = e, e
 }
 
+// keepSourceState makes a new tracker start from the source state of old,
+// the tracker it replaces, which read the same URL: the source's last
+// read, up or down, and its error are the source's, not the counters'.
+// (Else a reload that restarts a down source's counters would serve its
+// source_up absent until the new tracker's first read: an alert on it
+// waiting out its `for:` would start over.) The counters, the window and
+// the error count are the new tracker's own, from nothing.
+func (s *sloTracker) keepSourceState(old *sloTracker) {
+	old.mu.Lock()
+	up, read, lastErr := old.up, old.read, old.lastErr
+	old.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.up, s.read, s.lastErr = up, read, lastErr
+	s.status.SourceUp, s.status.SourceRead, s.status.LastError = up, read, lastErr
+}
+
 // observe records one successful scrape at time now. A histogram holding a
 // value that could not be a count is refused and changes nothing. So is
 // one whose process_start_time_seconds shows an earlier answer's process
