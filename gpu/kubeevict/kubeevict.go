@@ -166,7 +166,9 @@ func (e *Evictor) MoveProcess(_ context.Context, pid uint32, toUUID string) erro
 // Rebalance checks the whole plan (every move names a pod, no MIG layout)
 // and then evicts each move's pod once, in order; the error names every
 // eviction that failed, a PodDisruptionBudget's refusal (429) as such
-// (ErrBudget). When budgets refused every eviction, nothing changed and
+// (ErrBudget). A pod the API server answers is gone (its NotFound) counts
+// as moved, as kubectl drain counts it. When budgets refused every
+// eviction, nothing changed and
 // the error is also gpu.ErrBusy: the plan was refused for now. When some
 // evictions were made and others failed, the error is a
 // *rebalance.PartialError naming the moves made.
@@ -189,7 +191,14 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 	var evicted []int
 	budgets := 0
 	for i, m := range p.Moves {
-		if err := e.evict(ctx, *m.Pod, p.DryRun); err != nil {
+		err := e.evict(ctx, *m.Pod, p.DryRun)
+		if errors.Is(err, errPodGone) {
+			// as kubectl drain takes it: the pod is off the GPU already
+			evicted = append(evicted, i)
+			level.Info(e.logger).Log("msg", "pod already gone, nothing to evict", "pod", m.Pod.Namespace+"/"+m.Pod.Name, "tenant", m.Tenant, "dry_run", p.DryRun, "reason", p.Reason)
+			continue
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("eviction of %s/%s (tenant %s): %w", m.Pod.Namespace, m.Pod.Name, m.Tenant, err))
 			if errors.Is(err, ErrBudget) {
 				budgets++
@@ -277,13 +286,19 @@ func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
 		return err
 	}
 	defer resp.Body.Close()
-	msg := statusMessage(resp.Body)
+	st := readStatus(resp.Body)
+	msg := st.message
 	// The status code only: the reason phrase is the server's own text,
 	// unbounded but by the client's header limit.
 	status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	switch {
 	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
 		return nil
+	case resp.StatusCode == http.StatusNotFound && st.Reason == "NotFound" && st.Details.Kind == "pods" && st.Details.Name == pod.Name:
+		// the API server's own answer that this pod is gone; a 404 of
+		// anything else (a proxy's, a wrong --kubernetes.api-server path)
+		// fails as any other status does
+		return fmt.Errorf("%w (HTTP %s: %s)", errPodGone, status, msg)
 	case resp.StatusCode == http.StatusTooManyRequests:
 		return fmt.Errorf("%w (HTTP %s: %s)", ErrBudget, status, msg)
 	default:
@@ -291,20 +306,38 @@ func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
 	}
 }
 
+// errPodGone marks an eviction the API server answered with the pod's
+// NotFound: the pod is gone already (deleted, or evicted by another).
+var errPodGone = errors.New("the pod is gone already")
+
 // maxMessage bounds what of an answer's message an error and its log line
 // carry (an API server's Status message is not bounded).
 const maxMessage = 256
 
-// statusMessage is the message of a Kubernetes Status answer, else the
-// start of the body.
-func statusMessage(r io.Reader) string {
+// apiStatus is what an eviction's answer says: a Kubernetes Status's
+// reason and object, and its message (else the start of the body),
+// clipped.
+type apiStatus struct {
+	message string
+	Message string `json:"message"`
+	Reason  string `json:"reason"`
+	Details struct {
+		Name string `json:"name"`
+		Kind string `json:"kind"`
+	} `json:"details"`
+}
+
+// readStatus reads an eviction's answer (its first 64 KiB).
+func readStatus(r io.Reader) apiStatus {
 	b, _ := io.ReadAll(io.LimitReader(r, 64<<10))
-	var st struct {
-		Message string `json:"message"`
+	var st apiStatus
+	if json.Unmarshal(b, &st) != nil {
+		st = apiStatus{}
 	}
-	s := strings.TrimSpace(string(b))
-	if json.Unmarshal(b, &st) == nil && st.Message != "" {
-		s = st.Message
+	st.message = strings.TrimSpace(string(b))
+	if st.Message != "" {
+		st.message = st.Message
 	}
-	return clip.Text(s, maxMessage)
+	st.message = clip.Text(st.message, maxMessage)
+	return st
 }

@@ -42,8 +42,18 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(b, &ev)
 	a.got = append(a.got, request{r.Method, r.URL.Path, r.Header.Get("Authorization"), ev})
 	code := a.codes[ev.Metadata.Namespace+"/"+ev.Metadata.Name]
-	if code == 0 {
+	switch code {
+	case 0:
 		code = http.StatusCreated
+	case http.StatusNotFound: // the API server's answer for a pod that is gone
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "status": "Failure", "code": code, "reason": "NotFound",
+			"message": `pods "` + ev.Metadata.Name + `" not found`, "details": map[string]string{"name": ev.Metadata.Name, "kind": "pods"}})
+		return
+	case notFoundElse: // a 404 that is not the API server's about the pod
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, "404 page not found\n")
+		return
 	}
 	w.WriteHeader(code)
 	msg := map[int]string{
@@ -52,6 +62,10 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}[code]
 	_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "code": code, "message": msg})
 }
+
+// notFoundElse, in apiServer.codes, answers a 404 that is not the API
+// server's Status of the pod (a proxy's, a wrong path's).
+const notFoundElse = -404
 
 func move(tenant, ns, name string) gpu.Move {
 	return gpu.Move{Tenant: tenant, FromUUID: "GPU-a", ToUUID: "GPU-b", Pod: &gpu.Pod{Namespace: ns, Name: name}}
@@ -102,6 +116,16 @@ func TestRebalance(t *testing.T) {
 			codes:  map[string]int{"x/a-0": 429},
 			paths:  []string{"/api/v1/namespaces/x/pods/a-0/eviction", "/api/v1/namespaces/y/pods/b-0/eviction"},
 			errHas: []string{"eviction of x/a-0"}, budget: true, applied: []int{1}},
+		{name: "a pod gone already counts as moved", plan: gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
+			codes: map[string]int{"ml/train-0": 404}, paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}},
+		{name: "gone, refused by a budget: applied in part",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0"), move("b", "y", "b-0")}},
+			codes:  map[string]int{"x/a-0": 404, "y/b-0": 429},
+			paths:  []string{"/api/v1/namespaces/x/pods/a-0/eviction", "/api/v1/namespaces/y/pods/b-0/eviction"},
+			errHas: []string{"eviction of y/b-0", "429"}, budget: true, applied: []int{0}},
+		{name: "a 404 not of the pod fails", plan: gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
+			codes: map[string]int{"ml/train-0": notFoundElse}, paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"},
+			errHas: []string{"eviction of ml/train-0", "HTTP 404 Not Found: 404 page not found"}},
 		{name: "MIG layout refused before any eviction",
 			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}, MIG: []gpu.MIGLayoutPlan{{UUID: "GPU-a", Profiles: []string{"1g.10gb"}}}},
 			errHas: []string{"MIG manager"}},
@@ -237,7 +261,7 @@ func TestStatusMessage(t *testing.T) {
 		{"a" + long, "a" + strings.Repeat("é", 128) + "... (144 more bytes)"},
 		{`{"message":"line one\nline two\u001b[31m"}`, `line one\nline two\x1b[31m`},
 	} {
-		if got := statusMessage(strings.NewReader(c.body)); got != c.want {
+		if got := readStatus(strings.NewReader(c.body)).message; got != c.want {
 			t.Errorf("%.40q: %q, want %q", c.body, got, c.want)
 		}
 	}
@@ -256,7 +280,7 @@ func FuzzStatusMessage(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got := statusMessage(bytes.NewReader(body))
+		got := readStatus(bytes.NewReader(body)).message
 		if !utf8.ValidString(got) {
 			t.Fatalf("%q: not valid UTF-8", got)
 		}

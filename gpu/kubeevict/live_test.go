@@ -30,8 +30,9 @@ func (c *counting) RoundTrip(r *http.Request) (*http.Response, error) {
 // end-to-end test (test/kube) runs it with the release's service account
 // token and the cluster's CA, before and after the chart grants evictions
 // and under a PodDisruptionBudget. Elsewhere it skips. VGPU_EVICT_WANT
-// says the outcome: forbidden (403), budget (429) or evicted; each is one
-// request, never retried.
+// says the outcome: forbidden (403), budget (429), evicted, or gone (the
+// pod gone already: the API server's NotFound, taken as moved); each is
+// one request, never retried.
 func TestLiveCluster(t *testing.T) {
 	api := os.Getenv("VGPU_EVICT_API")
 	if api == "" {
@@ -60,6 +61,10 @@ func TestLiveCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	case "gone":
+		if err != nil {
+			t.Fatalf("error %v, want none: the pod is gone already", err)
+		}
 	case "budget":
 		if !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "eviction of "+ns+"/"+pod) {
 			t.Fatalf("error %v, want the budget's refusal of %s/%s", err, ns, pod)
@@ -69,6 +74,6 @@ func TestLiveCluster(t *testing.T) {
 			t.Fatalf("error %v, want 403 on pods/eviction", err)
 		}
 	default:
-		t.Fatalf("VGPU_EVICT_WANT %q: forbidden, budget or evicted", want)
+		t.Fatalf("VGPU_EVICT_WANT %q: forbidden, budget, evicted or gone", want)
 	}
 }

@@ -63,7 +63,7 @@ func (c *cluster) releaseTokenFile() string { return c.path("release.token") }
 // (gpu/kubeevict, --tuner.rebalance-hook=builtin:kubernetes-evict) and the
 // release's token (releaseKubeconfig writes it): its test TestLiveCluster,
 // built from the repository, checks one request and the outcome want
-// (forbidden, budget or evicted).
+// (forbidden, budget, evicted or gone).
 func (c *cluster) runBuiltinEviction(ctx context.Context, p podRef, want string) {
 	t := c.t
 	t.Helper()
@@ -198,6 +198,9 @@ func (c *cluster) checkRebalancingHook(ctx context.Context, p podRef) []podRef {
 	c.runBuiltinEviction(ctx, p, "evicted")
 	// The Deployment's new pod replaces the evicted one and gets a GPU.
 	c.waitPodGone(ctx, p)
+	// An eviction of the pod gone already is a move made (as kubectl
+	// drain takes it), not a failure.
+	c.runBuiltinEviction(ctx, p, "gone")
 	now := c.waitGPUsHeld(ctx)
 	for _, q := range now {
 		if q.namespace == p.namespace {
