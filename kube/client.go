@@ -162,13 +162,17 @@ func connectParams(refresh, timeout time.Duration) grpc.ConnectParams {
 
 func (k *kubeClient) close() error { return k.conn.Close() }
 
-// list asks the kubelet which containers hold which devices.
+// list asks the kubelet which containers hold which devices; an answer of
+// more than maxAnswerDeviceIDs is refused.
 func (k *kubeClient) list(ctx context.Context) (*podresourcesv1.ListPodResourcesResponse, error) {
 	cctx, cancel := context.WithTimeout(ctx, k.timeout)
 	defer cancel()
 	resp, err := k.client.List(cctx, &podresourcesv1.ListPodResourcesRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("kubelet pod-resources socket %s: List: %w", k.socket, err)
+	}
+	if n := answerDeviceIDs(resp); n > maxAnswerDeviceIDs {
+		return nil, fmt.Errorf("kubelet pod-resources socket %s: List: an answer of %d device IDs, more than %d, all containers together", k.socket, n, maxAnswerDeviceIDs)
 	}
 	return resp, nil
 }
@@ -206,11 +210,13 @@ func newPodMetadata(src string, podList []byte) (*podMetadata, error) {
 	return md, nil
 }
 
-// newMapping is NewMapping with the pod metadata md (nil: none).
-func newMapping(resp *podresourcesv1.ListPodResourcesResponse, md *podMetadata) *Mapping {
+// newMapping is NewMapping with the pod metadata md (nil: none), stale
+// when it is the last good read's, the latest read having failed.
+func newMapping(resp *podresourcesv1.ListPodResourcesResponse, md *podMetadata, stale bool) *Mapping {
 	m := NewMapping(resp)
 	if md != nil {
 		m.meta, m.metaByName, m.containerByID = md.byUID, md.byName, md.containerByID
+		m.metaStale = stale
 	}
 	return m
 }
@@ -223,7 +229,7 @@ func NewMappingWithMetadata(resp *podresourcesv1.ListPodResourcesResponse, src s
 	if err != nil {
 		return nil, err
 	}
-	return newMapping(resp, md), nil
+	return newMapping(resp, md, false), nil
 }
 
 // source is the pod metadata source as errors name it: SourceName.

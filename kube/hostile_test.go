@@ -1,7 +1,9 @@
 package kube_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
@@ -96,5 +99,68 @@ func TestKubeletGarbageSocket(t *testing.T) {
 	}
 	if st := m.Status(); st.Up || st.ErrorsTotal != 1 || m.Mapping() != nil {
 		t.Errorf("%+v", st)
+	}
+}
+
+// A pod-resources answer of more than 100,000 device IDs, all containers
+// together (under the 16 MiB message limit: 1.4 million short ones fit),
+// is refused, naming the socket and the count, and the last good mapping
+// is kept: each became a container's hold on a device of the mapping,
+// hundreds of MiB allocated at every refresh. One at the limit is mapped.
+func TestKubeletAnswerPastDeviceIDLimit(t *testing.T) {
+	const limit = 100_000
+	ids := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("GPU-x%d", i)
+		}
+		return out
+	}
+	claims := func(n int) []*podresourcesv1.DynamicResource {
+		cr := make([]*podresourcesv1.ClaimResource, n)
+		for i := range cr {
+			// a device and a CDI device: two device IDs
+			cr[i] = &podresourcesv1.ClaimResource{DeviceName: fmt.Sprintf("MIG-x%d", i), CdiDevices: []*podresourcesv1.CDIDevice{{Name: fmt.Sprintf("k8s.gpu.example.com/gpu=MIG-x%d", i)}}}
+		}
+		return []*podresourcesv1.DynamicResource{{ClaimName: "gpu", ClaimResources: cr}}
+	}
+	withClaims := pod("x", "p", "c", "nvidia.com/gpu", ids(limit/2)...)
+	withClaims.Containers = append(withClaims.Containers, &podresourcesv1.ContainerResources{Name: "d", DynamicResources: claims(limit/4 + 1)})
+	for _, tc := range []struct {
+		name    string
+		answer  *podresourcesv1.PodResources
+		refused string // the count the error names; "" for mapped
+	}{
+		{"at the limit", pod("x", "p", "c", "nvidia.com/gpu", ids(limit)...), ""},
+		{"one past it", pod("x", "p", "c", "nvidia.com/gpu", ids(limit+1)...), "100001"},
+		{"past it with dynamic resources", withClaims, "100002"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fk := &fakeKubelet{}
+			fk.set(pod("llm", "chat-0", "server", "nvidia.com/gpu", "GPU-a"))
+			sock, _ := serveKubelet(t, fk)
+			var logs bytes.Buffer
+			m, err := kube.NewMapper(kube.Options{PodResourcesSocket: sock, Timeout: 20 * time.Second,
+				Logger: log.NewLogfmtLogger(log.NewSyncWriter(&logs))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Refresh(context.Background())
+			fk.set(tc.answer)
+			m.Refresh(context.Background())
+			st := m.Status()
+			if tc.refused == "" {
+				if !st.Up || st.ErrorsTotal != 0 || len(m.Mapping().PodsOn("GPU-x0")) != 1 {
+					t.Errorf("%+v, GPU-x0 held by %v: want the answer mapped", st, m.Mapping().PodsOn("GPU-x0"))
+				}
+				return
+			}
+			if st.Up || st.ErrorsTotal != 1 || st.PodsMapped != 1 || len(m.Mapping().PodsOn("GPU-a")) != 1 {
+				t.Errorf("%+v, GPU-a held by %v: want the answer refused, the last good mapping (chat-0) kept", st, m.Mapping().PodsOn("GPU-a"))
+			}
+			if l := logs.String(); !strings.Contains(l, sock) || !strings.Contains(l, tc.refused+" device IDs, more than 100000") {
+				t.Errorf("the refusal is not logged naming the socket and %s device IDs:\n%.1000s", tc.refused, l)
+			}
+		})
 	}
 }

@@ -211,7 +211,7 @@ func (m *Mapper) Refresh(ctx context.Context) {
 	}
 	var fresh *Mapping
 	if err == nil {
-		fresh = newMapping(resp, m.meta.Load())
+		fresh = newMapping(resp, m.meta.Load(), metaErr != nil)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -31,6 +31,11 @@ type Mapping struct {
 	meta map[string]*podMeta
 	// metaByName is the same keyed "namespace/name".
 	metaByName map[string]*podMeta
+	// metaStale is true when the pod metadata is the last good read's, the
+	// latest read having failed: a pod it knows by a UID other than a
+	// process's cgroup may since have been replaced by one of the same name
+	// (a StatefulSet's), the process's.
+	metaStale bool
 	// containerByID maps a container ID to the container name.
 	containerByID map[string]string
 	pods          int
@@ -116,8 +121,6 @@ const (
 	maxDeviceIDLen  = 256
 )
 
-// oversize notes a container or device ID left out, what names it being
-// clipped for a log line.
 // idFits says whether a device ID is within maxDeviceIDLen; one that is
 // not is counted (oversize) and left out.
 func (m *Mapping) idFits(id string) bool {
@@ -128,6 +131,8 @@ func (m *Mapping) idFits(id string) bool {
 	return true
 }
 
+// oversize notes a container or device ID left out, what names it being
+// clipped for a log line.
 func (m *Mapping) oversize(what string) {
 	if m.oversized++; m.oversized == 1 {
 		m.oversizedFirst = clip.Text(what, 120)
@@ -144,11 +149,41 @@ func (m *Mapping) Oversized() (int, string) {
 	return m.oversized, m.oversizedFirst
 }
 
+// maxAnswerDeviceIDs bounds the device IDs of a pod-resources answer, all
+// its containers together: each becomes a container's hold on a device of
+// the mapping, a hundred bytes or more from a dozen of the answer, so an
+// answer of 15 MiB of short IDs (1.4 million, within gRPC's 16 MiB) was
+// held as 176 MiB, built in seconds of CPU with 787 MiB allocated, at every
+// refresh. A node's containers hold a few hundred (8 GPUs of 48
+// time-slicing replicas each: 384).
+const maxAnswerDeviceIDs = 100_000
+
+// answerDeviceIDs counts the device IDs of a pod-resources answer, all its
+// containers together: those of device plugins, and the device and CDI
+// device names of dynamic resource allocation.
+func answerDeviceIDs(resp *podresourcesv1.ListPodResourcesResponse) int {
+	n := 0
+	for _, pr := range resp.GetPodResources() {
+		for _, c := range pr.GetContainers() {
+			for _, d := range c.GetDevices() {
+				n += len(d.GetDeviceIds())
+			}
+			for _, dr := range c.GetDynamicResources() {
+				for _, cr := range dr.GetClaimResources() {
+					n += 1 + len(cr.GetCdiDevices())
+				}
+			}
+		}
+	}
+	return n
+}
+
 // NewMapping builds the device map from a pod-resources List answer:
 // devices of device plugins that are GPUs or MIG devices (see gpuDevice),
 // and devices of dynamic resource allocation named by their UUID (see
 // draDeviceIDs). Only pods holding one of those count in Pods: a pod
-// holding only a NIC, say, holds no GPU.
+// holding only a NIC, say, holds no GPU. Its cost grows with the answer's
+// device IDs, which the Mapper bounds (maxAnswerDeviceIDs).
 func NewMapping(resp *podresourcesv1.ListPodResourcesResponse) *Mapping {
 	m := &Mapping{byDevice: map[string][]PodRef{}}
 	pods := map[string]bool{}
@@ -313,13 +348,16 @@ func (m *Mapping) podsOn(ids ...string) []PodRef {
 //     does, or the single pod whose containers hold them (which of them is
 //     not known: no container), leaving out the pods that pod metadata
 //     knows by a UID other than the cgroup's (the process is in none of
-//     them: a pod that holds no GPU of its own, the metadata not yet read);
+//     them: a pod that holds no GPU of its own, the metadata not yet read),
+//     where the metadata is current: stale, it may know by its
+//     predecessor's UID a pod replaced since by one of the same name, the
+//     process's, which is then given its predecessor's labels;
 //  3. otherwise a pod known only by its UID.
 //
 // Where it names no container, Holders lists those it may be in.
 func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 	cands := m.podsOn(deviceIDs...)
-	if cg.PodUID != "" && m != nil && len(m.metaByName) > 0 {
+	if cg.PodUID != "" && m != nil && len(m.metaByName) > 0 && !m.metaStale {
 		cands = slices.DeleteFunc(slices.Clone(cands), func(c PodRef) bool {
 			md := m.metaByName[c.Namespace+"/"+c.Name]
 			return md != nil && md.UID != cg.PodUID
@@ -375,9 +413,10 @@ func onePod(refs []PodRef) bool {
 // device) of cgroup facts cg, which ResolvePod placed at ref, may be in,
 // where ref does not name its container: the containers of ref's pod,
 // where ref names a pod; else every holder whose pod is not known (from
-// pod metadata) by a UID other than cg's. Each is given as ResolvePod
-// would give it, with its pod's labels and UID (cg's pod UID where the
-// metadata does not know it). None where ref names its container, and
+// current pod metadata) by a UID other than cg's. Each is given as
+// ResolvePod would give it, with its pod's labels and UID (cg's pod UID
+// where the metadata does not know it, or knows another and is stale: a
+// predecessor's). None where ref names its container, and
 // none where more than max are left: a caller trying each would take too
 // long, and no GPU is shared that many ways.
 func (m *Mapping) Holders(cg CgroupInfo, ref *PodRef, max int, ids ...string) []PodRef {
@@ -390,9 +429,13 @@ func (m *Mapping) Holders(cg CgroupInfo, ref *PodRef, max int, ids ...string) []
 			continue
 		}
 		c = m.withMeta(c)
-		if c.UID == "" {
+		switch {
+		case c.UID == "":
 			c.UID = cg.PodUID
-		} else if cg.PodUID != "" && c.UID != cg.PodUID {
+		case cg.PodUID == "" || c.UID == cg.PodUID:
+		case m.metaStale:
+			c.UID = cg.PodUID // known by its predecessor's, maybe
+		default:
 			continue // another pod's
 		}
 		if len(out) == max {

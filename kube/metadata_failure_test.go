@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
@@ -184,5 +185,78 @@ func TestPodMetadataNeverRead(t *testing.T) {
 	}
 	if refs := m.Mapping().PodsOn("GPU-a"); len(refs) != 1 || refs[0].Name != "chat-0" {
 		t.Errorf("GPU-a held by %+v, want chat-0", refs)
+	}
+}
+
+// A pod replaced by one of the same name (a StatefulSet's, a new UID)
+// while the pod metadata cannot be read is known by what pod-resources
+// says of it, with its predecessor's labels: the last good metadata
+// knowing its name by the predecessor's UID does not leave it out of the
+// device's holders, as it does while the metadata is current. Its
+// processes were unassigned, though without pod metadata they were not.
+func TestPodMetadataFailureKeepsReplacedPod(t *testing.T) {
+	const uidNew = "77777777-7777-4777-8777-777777777777"
+	// search's selector names a container: a process that may be in
+	// either of two containers is search's only as each of them (Holders)
+	const tenants = `tenants:
+  - name: chat
+    class: latency
+    selectors: [{kubernetes: {namespace: llm, pod: "chat-*", container: server}}]
+  - name: search
+    class: latency
+    selectors: [{kubernetes: {namespace: llm, labels: {app: search}, container: "*"}}]
+`
+	twoOnReplicas := &podresourcesv1.PodResources{Namespace: "llm", Name: "search-1", Containers: []*podresourcesv1.ContainerResources{
+		{Name: "triton", Devices: []*podresourcesv1.ContainerDevices{{ResourceName: "nvidia.com/gpu", DeviceIds: []string{"GPU-a::0"}}}},
+		{Name: "sidecar", Devices: []*podresourcesv1.ContainerDevices{{ResourceName: "nvidia.com/gpu", DeviceIds: []string{"GPU-a::1"}}}},
+	}}
+	for _, tc := range []struct {
+		name   string
+		holder *podresourcesv1.PodResources // holds GPU-a, before and after
+		uidOld string                       // its predecessor's, in podListJSON
+		want   string
+	}{
+		// namespace, pod and container from pod-resources
+		{"one container", pod("llm", "chat-0", "server", "nvidia.com/gpu", "GPU-a"), uidChat, "chat"},
+		// its predecessor's labels
+		{"labels", pod("llm", "search-0", "triton", "nvidia.com/gpu", "GPU-a"), uidSearch0, "search"},
+		// its pod, either container (Holders)
+		{"two containers on replicas", twoOnReplicas, uidSearch1, "search"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := &podsServer{}
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			fk := &fakeKubelet{}
+			fk.set(tc.holder)
+			socket, _ := serveKubelet(t, fk)
+			cfg, err := tenant.ParseConfig("k.yaml", []byte(tenants))
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk := gpu.NewManualClock(time.Unix(100, 0))
+			b, m := newBuilder(t, cfg, "", kube.Options{PodResourcesSocket: socket, PodMetadata: hs.URL + "/pods", Clock: clk})
+			on := func(uid string) *gpu.Readings {
+				return &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-a", Up: true, Processes: []gpu.Process{
+					{PID: 7, GPUInstanceID: -1, ComputeInstanceID: -1, UID: -1, Cgroup: podCgroup(uid)}}}}}
+			}
+
+			srv.set(http.StatusOK, podListJSON)
+			b.Refresh(context.Background())
+			if got := tenantsByKey(b.Build(on(tc.uidOld), gpu.SamplerStats{}))["GPU-a"]; got != tc.want {
+				t.Fatalf("before the replacement: GPU-a -> %q, want %q", got, tc.want)
+			}
+
+			// The pod is replaced (a new UID) and the metadata fails.
+			srv.set(http.StatusServiceUnavailable, "")
+			clk.Advance(10 * time.Second)
+			b.Refresh(context.Background())
+			if md := m.Status().Metadata; md.Up || md.ErrorsTotal != 1 {
+				t.Fatalf("metadata status %+v, want down", md)
+			}
+			if got := tenantsByKey(b.Build(on(uidNew), gpu.SamplerStats{}))["GPU-a"]; got != tc.want {
+				t.Errorf("replaced during the failure: GPU-a -> %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
