@@ -538,6 +538,18 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 	// a GPU whose clock cannot be locked is left to the other remedies
 	// (and to the power limit), as one that reports no maximum clock
 	lockable := maxHz > 0 && s.Changeable(clockT)
+	// lock proposes a new lock, held back (unknownLock, from an unknown
+	// value) where the readings do not say whether the clock is locked
+	// (NVML from R535 reports no lock it did not set itself) and the
+	// tuner keeps no original of it (its own lock, this run's or the
+	// journal's): a lock in force there may be an operator's.
+	_, kept := s.Originals[clockT.String()]
+	lock := func(a tuner.Action) []tuner.Action {
+		if d.ClocksLocked == nil && !kept {
+			a.Current, a.Held = nil, unknownLock
+		}
+		return []tuner.Action{a}
+	}
 	switch {
 	case ours != (tuner.ClockRange{}) && ds.anyViolating:
 		orig, _ := s.Originals[clockT.String()].(tuner.ClockRange)
@@ -554,9 +566,9 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 			Reason: "an SLO on this GPU has lost its slack at " + ours.String() + ": one step back (" + want.String() + "), and " + ours.String() + " is held"}}
 	case ds.anyViolating && !locked && d.SMClockHz != nil && lockable && lowered && variance(ds.worst) > p.P.VarianceRatio:
 		mhz := uint32(maxHz / 1e6)
-		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: tuner.ClockRange{}, Want: tuner.ClockRange{MinMHz: mhz, MaxMHz: mhz},
+		return lock(tuner.Action{Target: clockT, GPUIndex: d.Index, Current: tuner.ClockRange{}, Want: tuner.ClockRange{MinMHz: mhz, MaxMHz: mhz},
 			Reason: fmt.Sprintf("%s violates its SLO with p99/p50 %.2f while the SM clock runs below %.0f%% of its maximum between requests (%.0f%% now, lowered within the last %v): lock the clock so that requests stop paying for the ramp",
-				ds.worst.name, variance(ds.worst), 100*dvfsLow, 100**d.SMClockHz/maxHz, dvfsMemory)}}
+				ds.worst.name, variance(ds.worst), 100*dvfsLow, 100**d.SMClockHz/maxHz, dvfsMemory)})
 	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && lockable && (!locked || ours != (tuner.ClockRange{})) && clockDwell:
 		maxMHz := maxHz / 1e6
 		cur := maxMHz
@@ -568,15 +580,19 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 			return nil
 		}
 		want := tuner.ClockRange{MinMHz: uint32(next), MaxMHz: uint32(next)}
-		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: want, Relax: true,
+		return lock(tuner.Action{Target: clockT, GPUIndex: d.Index, Current: ours, Want: want, Relax: true,
 			Reason: fmt.Sprintf("every SLO on this GPU has deep slack (quantile latency under %.0f%% of target) and no batch work runs: lock the SM clock at %s (%.0f%% of its maximum) for energy",
-				100*p.P.DeepSlackRatio, want, 100*next/maxMHz)}}
+				100*p.P.DeepSlackRatio, want, 100*next/maxMHz)})
 	}
 	if lockable {
 		return nil
 	}
 	return p.power(s, d, ds)
 }
+
+// unknownLock is why a clock lock is held back where the readings do not
+// say whether the clock is locked and the tuner keeps no original of it.
+const unknownLock = "the SM clock's lock is not known (NVML from R535 reports no lock the exporter did not set): an operator's lock may be in force, which a lock would overwrite and its restore reset, so the clock is left alone"
 
 // measured says whether every latency tenant's slack is known from
 // requests (the fast window's and the SLO window's), not assumed from an
