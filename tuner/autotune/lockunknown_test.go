@@ -12,12 +12,13 @@ import (
 
 // TestClockLockUnknownNotOverwritten: NVML from R535 reports no lock the
 // exporter did not set (ClocksLocked nil, docs/backends.md). An
-// operator's lock is then not known: the energy saving and the DVFS lock
-// are held back, saying why, rather than lock over it (at 1782 MHz, or
-// at the maximum, the operator's low clock taken for DVFS) with
-// "unlocked" journaled as the original, which the exit's restore would
-// set. Where the tuner keeps the clock's original (its own lock), it
-// goes on locking.
+// operator's lock is then not known: no lock is set over it (at 1782 MHz
+// for energy, or at the maximum, the operator's low clock taken for
+// DVFS) with "unlocked" journaled as the original, which the exit's
+// restore would set. The DVFS lock is held back, saying why; energy is
+// saved through the power limit, whose value is read, given back first
+// on a violation. Where the tuner keeps the clock's original (its own
+// lock), it goes on locking.
 func TestClockLockUnknownNotOverwritten(t *testing.T) {
 	violating := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97} // burn 3
 	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
@@ -26,24 +27,33 @@ func TestClockLockUnknownNotOverwritten(t *testing.T) {
 		name    string
 		sc      scene
 		kept    bool     // the tuner keeps the clock's original (unlocked)
+		lowered bool     // the tuner lowered the power limit from 300 W
 		applied []string // "target=value" of each action not held
 		held    []string // of each action held back as unknown
 	}{
-		{"deep slack under an operator's lock, state unknown: held",
-			scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: operator}, false,
-			nil, []string{"GPU-0/locked_clocks=1782-1782MHz"}},
-		{"DVFS violation under an operator's low lock, state unknown: held",
-			scene{mode: gpu.SharingMPS, fast: violating, p99: 2, maxMHz: 1980, lock: operator}, false,
-			nil, []string{"GPU-0/locked_clocks=1980-1980MHz"}},
-		{"deep slack, state unknown, the original the tuner's: locked",
-			scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980}, true,
-			[]string{"GPU-0/locked_clocks=1782-1782MHz"}, nil},
+		{name: "deep slack under an operator's lock, state unknown: the power limit instead",
+			sc:      scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: operator, power: 300},
+			applied: []string{"GPU-0/power_limit=210W"}},
+		{name: "deep slack, state unknown, no power limit read: nothing",
+			sc: scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: operator}},
+		{name: "a violation, state unknown, the power limit lowered: given back first",
+			sc:      scene{mode: gpu.SharingMPS, fast: violating, p99: 2, maxMHz: 1980, lock: operator, power: 210},
+			lowered: true, applied: []string{"GPU-0/power_limit=300W"}},
+		{name: "DVFS violation under an operator's low lock, state unknown: held",
+			sc:   scene{mode: gpu.SharingMPS, fast: violating, p99: 2, maxMHz: 1980, lock: operator},
+			held: []string{"GPU-0/locked_clocks=1980-1980MHz"}},
+		{name: "deep slack, state unknown, the original the tuner's: locked",
+			sc: scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980}, kept: true,
+			applied: []string{"GPU-0/locked_clocks=1782-1782MHz"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.sc.state()
 			s.Snapshot.Readings.Devices[0].ClocksLocked = nil
 			if tc.kept {
 				s.Originals[tuner.Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}.String()] = tuner.ClockRange{}
+			}
+			if tc.lowered {
+				s.Originals[tuner.Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}.String()] = tuner.Watts(300)
 			}
 			var applied, held []string
 			for _, a := range New().Decide(s) {
