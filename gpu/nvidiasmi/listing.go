@@ -33,35 +33,53 @@ func (r gpuRef) String() string {
 	return "(none named)"
 }
 
+// gpuRefs are the names one line gives its GPU: one, or several ways of
+// naming it ("GPU 0: ... (UUID: GPU-...)", as `nvidia-smi -L` lists a
+// GPU), which only nvidia-smi's answer which GPU is which tells one GPU
+// (levelOf); none where the line names no GPU.
+type gpuRefs []gpuRef
+
+// String is the line's first name, the others in parentheses: "GPU 0
+// (gpu-0)".
+func (rs gpuRefs) String() string {
+	switch len(rs) {
+	case 0:
+		return gpuRef{}.String()
+	case 1:
+		return rs[0].String()
+	}
+	rest := make([]string, len(rs)-1)
+	for i, r := range rs[1:] {
+		rest[i] = r.String()
+	}
+	return rs[0].String() + " (" + strings.Join(rest, ", ") + ")"
+}
+
 // entry is one time-slice level compute-policy's listing gives, and the
-// GPU it gives it for: the one named on its line, else on the nearest line
+// GPU it gives it for: as named on its line, else on the nearest line
 // above that names one (a header such as "GPU 00000000:3B:00.0"), else
 // none.
 type entry struct {
-	gpu   gpuRef
+	gpu   gpuRefs
 	level gpu.TimeSliceLevel
 }
 
 // parseListing reads compute-policy's listing (its stdout), strictly: on
 // each line that names the time slice ("Timeslice", "Time Slice"), exactly
 // one level word (default, short, medium, long) after that name, given for
-// the GPU that line (or the nearest above naming one) names. It reports
-// false when no line gives a level, when a line gives none or several or
-// names two GPUs, or when the output reports a failure (an error message
-// that mentions a level is not a reading).
+// the GPU that line (or the nearest above naming one) names, by every name
+// the line gives it. It reports false when no line gives a level, when a
+// line gives none or several, or when the output reports a failure (an
+// error message that mentions a level is not a reading).
 func parseListing(out []byte) ([]entry, bool) {
 	if failed(out) {
 		return nil, false
 	}
 	var entries []entry
-	var current gpuRef
+	var current gpuRefs
 	for line := range strings.SplitSeq(string(out), "\n") {
-		refs := lineRefs(line)
-		if len(refs) > 1 {
-			return nil, false
-		}
-		if len(refs) == 1 {
-			current = refs[0]
+		if refs := lineRefs(line); len(refs) > 0 {
+			current = refs
 		}
 		l, named, ok := lineLevel(line)
 		if !ok {
@@ -102,10 +120,10 @@ func lineLevel(line string) (l gpu.TimeSliceLevel, named, ok bool) {
 	return l, true, l != ""
 }
 
-// lineRefs returns the GPUs one line of nvidia-smi's output names, each
-// once: a UUID, a PCI bus ID, or "GPU" followed by an index.
-func lineRefs(line string) []gpuRef {
-	var refs []gpuRef
+// lineRefs returns the names of GPUs one line of nvidia-smi's output
+// gives, each once: a UUID, a PCI bus ID, or "GPU" followed by an index.
+func lineRefs(line string) gpuRefs {
+	var refs gpuRefs
 	add := func(r gpuRef) {
 		if !slices.Contains(refs, r) {
 			refs = append(refs, r)

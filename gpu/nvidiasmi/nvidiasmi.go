@@ -160,9 +160,11 @@ func (s *SMI) SetComputeTimeSlice(ctx context.Context, uuid string, l gpu.TimeSl
 // Where they name no GPU (the listing of -i UUID alone), they must agree.
 // Where they name GPUs (nvidia-smi may list every GPU, or -i another), the
 // entries of uuid count, and must agree: named by UUID, or by bus ID or
-// index, which nvidia-smi is asked for (identityArgs). A listing that
-// gives uuid no level, or gives levels both for GPUs it names and for
-// none, is an error saying what it lists.
+// index, which nvidia-smi is asked for (identityArgs); a line that names
+// its GPU several ways is uuid's where every name is. A listing that
+// gives uuid no level, gives levels both for GPUs it names and for none,
+// or names uuid and another GPU on one line is an error saying what it
+// lists.
 func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.TimeSliceLevel, error) {
 	var id *identity
 	var mine []gpu.TimeSliceLevel
@@ -170,12 +172,12 @@ func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.Ti
 	var shown []string          // the first maxOthers of them, for the error
 	unnamed := 0
 	for _, e := range entries {
-		switch {
-		case e.gpu.kind == 0:
+		if len(e.gpu) == 0 {
 			unnamed++
 			mine = append(mine, e.level)
 			continue
-		case e.gpu.kind != refUUID && id == nil:
+		}
+		if id == nil && slices.ContainsFunc(e.gpu, func(r gpuRef) bool { return r.kind != refUUID }) {
 			out, err := s.run(ctx, uuid, identityArgs(uuid)...)
 			if err != nil {
 				return "", fmt.Errorf("names GPUs by bus ID or index, and asking which is %s failed: %v", uuid, err)
@@ -187,9 +189,18 @@ func (s *SMI) levelOf(ctx context.Context, uuid string, entries []entry) (gpu.Ti
 			}
 			id = &got
 		}
-		if e.gpu.kind == refUUID && e.gpu.id == strings.ToLower(uuid) || e.gpu.kind != refUUID && id.is(e.gpu) {
+		n := 0 // the line's names of uuid
+		for _, r := range e.gpu {
+			if r.kind == refUUID && r.id == strings.ToLower(uuid) || r.kind != refUUID && id.is(r) {
+				n++
+			}
+		}
+		switch g := e.gpu.String(); {
+		case n == len(e.gpu):
 			mine = append(mine, e.level)
-		} else if g := e.gpu.String(); !others[g] {
+		case n > 0:
+			return "", fmt.Errorf("names %s on one line, GPU %s and another: which one its level is for cannot be told", clip.Text(g, maxOtherName), uuid)
+		case !others[g]:
 			others[g] = true
 			if len(shown) < maxOthers {
 				shown = append(shown, clip.Text(g, maxOtherName))

@@ -136,7 +136,8 @@ func TestParseListing(t *testing.T) {
 		{"GPU 00000000:3B:00.0\n    Timeslice : Long\nGPU 0000:3c:00.0\n    Timeslice : Short", "[00000000:3b:00.0 long 00000000:3c:00.0 short]", true},
 		{"GPU-5c2d1e7a-0b1c-4d2e-9f30-aa11bb22cc33: Timeslice: Medium", "[gpu-5c2d1e7a-0b1c-4d2e-9f30-aa11bb22cc33 medium]", true},
 		{"Timeslice: Long\nTimeslice: Short", "[(none named) long (none named) short]", true},
-		{"GPU 0 GPU 1: Timeslice: Long", "", false},
+		{"GPU 0 GPU 1: Timeslice: Long", "[GPU 0 (GPU 1) long]", true},
+		{"GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n    Timeslice : Default", "[GPU 0 (gpu-0) default]", true},
 		{"Timeslice: Long Short", "", false},
 		{"Default", "", false},
 		{"Timeslice: 2", "", false},
@@ -156,7 +157,7 @@ func TestParseListing(t *testing.T) {
 
 func FuzzParseListing(f *testing.F) {
 	for _, s := range []string{"Timeslice : Long", "time slice default\ntimeslice long", "GPU 0: Timeslice: Short\nGPU 00000000:3B:00.0\nTimeslice: long",
-		"GPU-0 timeslice medium", "\xff\x00", ""} {
+		"GPU-0 timeslice medium", "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n    Timeslice : Default", "\xff\x00", ""} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -169,8 +170,10 @@ func FuzzParseListing(f *testing.F) {
 			if !slices.Contains(levels, e.level) || !strings.Contains(low, string(e.level)) {
 				t.Fatalf("parseListing(%q): level %q, not in the input", b, e.level)
 			}
-			if e.gpu.kind == refUUID && !strings.Contains(low, e.gpu.id) || e.gpu.kind == refIndex && !strings.Contains(low, e.gpu.id) {
-				t.Fatalf("parseListing(%q): GPU %v, not in the input", b, e.gpu)
+			for _, r := range e.gpu {
+				if r.kind == refUUID && !strings.Contains(low, r.id) || r.kind == refIndex && !strings.Contains(low, r.id) {
+					t.Fatalf("parseListing(%q): GPU %v, not in the input", b, r)
+				}
 			}
 		}
 	})

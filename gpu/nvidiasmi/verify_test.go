@@ -80,9 +80,13 @@ esac`, 30*time.Second)
 // gives different levels without naming the GPUs, or that gives the GPU set
 // two levels, is an error naming the command, the GPU and what it printed.
 // A listing of every GPU counts the one set, named by UUID, bus ID or
-// index (nvidia-smi is asked which GPU that is). (Before, any listing that
-// gave one level, for whichever GPU, was taken as confirming the set, and
-// one that gave several was taken as silent.)
+// index (nvidia-smi is asked which GPU that is). A line that names its GPU
+// two ways, by index and UUID as `nvidia-smi -L` does, names one GPU where
+// both are its names; one naming the GPU set and another is an error.
+// (Before, any listing that gave one level, for whichever GPU, was taken
+// as confirming the set, and one that gave several was taken as silent;
+// a line with two names was taken as two GPUs, the listing as silent, and
+// a set that had changed nothing was accepted.)
 func TestReadBackChecksTheGPU(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -100,6 +104,10 @@ func TestReadBackChecksTheGPU(t *testing.T) {
 		{"by UUID", `GPU-0: Timeslice: Long`, ""},
 		{"by bus ID", `GPU 0000:3b:00.0\n    Timeslice : Long\nGPU 0000:3c:00.0\n    Timeslice : Default`, ""},
 		{"which GPU cannot be asked", `GPU 7: Timeslice: Long`, "asking which is GPU-0 failed"},
+		{"by index and UUID, not set", `GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n    Timeslice : Default`, "reads default"},
+		{"by index and UUID, set", `GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n    Timeslice : Long`, ""},
+		{"another GPU by index and UUID", `GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n    Timeslice : Long`, "lists GPU 1 (gpu-1), not GPU GPU-0"},
+		{"this GPU's index, another's UUID", `GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n    Timeslice : Long`, "names GPU 0 (gpu-1) on one line, GPU GPU-0 and another"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ask := identityAnswer

@@ -538,6 +538,20 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 	// a GPU whose clock cannot be locked is left to the other remedies
 	// (and to the power limit), as one that reports no maximum clock
 	lockable := maxHz > 0 && s.Changeable(clockT)
+	// lockKnown: the readings say whether the clock is locked, or the
+	// tuner keeps an original of the lock (its own, this run's or the
+	// journal's). Else (NVML from R535 reports no lock it did not set
+	// itself) a lock in force may be an operator's: no lock is set over
+	// it (the DVFS lock is held back, saying so, unknownLock), and energy
+	// is saved through the power limit instead, whose value is read
+	// (given back first on a violation).
+	_, kept := s.Originals[clockT.String()]
+	lockKnown := d.ClocksLocked != nil || kept
+	if !lockKnown {
+		if acts := p.power(s, d, ds); len(acts) > 0 {
+			return acts
+		}
+	}
 	switch {
 	case ours != (tuner.ClockRange{}) && ds.anyViolating:
 		orig, _ := s.Originals[clockT.String()].(tuner.ClockRange)
@@ -554,10 +568,14 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 			Reason: "an SLO on this GPU has lost its slack at " + ours.String() + ": one step back (" + want.String() + "), and " + ours.String() + " is held"}}
 	case ds.anyViolating && !locked && d.SMClockHz != nil && lockable && lowered && variance(ds.worst) > p.P.VarianceRatio:
 		mhz := uint32(maxHz / 1e6)
-		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: tuner.ClockRange{}, Want: tuner.ClockRange{MinMHz: mhz, MaxMHz: mhz},
+		a := tuner.Action{Target: clockT, GPUIndex: d.Index, Current: tuner.ClockRange{}, Want: tuner.ClockRange{MinMHz: mhz, MaxMHz: mhz},
 			Reason: fmt.Sprintf("%s violates its SLO with p99/p50 %.2f while the SM clock runs below %.0f%% of its maximum between requests (%.0f%% now, lowered within the last %v): lock the clock so that requests stop paying for the ramp",
-				ds.worst.name, variance(ds.worst), 100*dvfsLow, 100**d.SMClockHz/maxHz, dvfsMemory)}}
-	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && lockable && (!locked || ours != (tuner.ClockRange{})) && clockDwell:
+				ds.worst.name, variance(ds.worst), 100*dvfsLow, 100**d.SMClockHz/maxHz, dvfsMemory)}
+		if !lockKnown {
+			a.Current, a.Held = nil, unknownLock
+		}
+		return []tuner.Action{a}
+	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && lockable && lockKnown && (!locked || ours != (tuner.ClockRange{})) && clockDwell:
 		maxMHz := maxHz / 1e6
 		cur := maxMHz
 		if ours.MaxMHz > 0 {
@@ -572,11 +590,15 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 			Reason: fmt.Sprintf("every SLO on this GPU has deep slack (quantile latency under %.0f%% of target) and no batch work runs: lock the SM clock at %s (%.0f%% of its maximum) for energy",
 				100*p.P.DeepSlackRatio, want, 100*next/maxMHz)}}
 	}
-	if lockable {
+	if lockable && lockKnown {
 		return nil
 	}
 	return p.power(s, d, ds)
 }
+
+// unknownLock is why a clock lock is held back where the readings do not
+// say whether the clock is locked and the tuner keeps no original of it.
+const unknownLock = "the SM clock's lock is not known (NVML from R535 reports no lock the exporter did not set): an operator's lock may be in force, which a lock would overwrite and its restore reset, so the clock is left alone (energy is saved through the power limit)"
 
 // measured says whether every latency tenant's slack is known from
 // requests (the fast window's and the SLO window's), not assumed from an
