@@ -76,7 +76,7 @@ func addTunerFlags(app *kingpin.Application, c *tunerConfig) {
 	flagvalue.Duration(app, "tuner.slow-loop.dwell", "How long a latency tenant must miss its SLO without a break before the slow loop plans a move for it.", d.Dwell.String(), &c.SlowLoop.Dwell)
 	flagvalue.Duration(app, "tuner.slow-loop.cool-down", "After a plan of the slow loop (applied, refused or failed), no other one for this long.", d.CoolDown.String(), &c.SlowLoop.CoolDown)
 	flagvalue.Duration(app, "tuner.slow-loop.hold", "A tenant moved (or a GPU relayouted) is not moved again for this long.", d.Hold.String(), &c.SlowLoop.Hold)
-	app.Flag("tuner.autotune-param", "With --tuner.policy=autotune: one of its parameters, NAME=VALUE (repeatable), over its defaults: "+strings.Join(autotune.ParamNames(), ", ")+" (docs/tuning.md).").
+	app.Flag("tuner.autotune-param", "With --tuner.policy=autotune: one of its parameters, NAME=VALUE (repeatable), over its defaults: "+strings.Join(autotune.ParamNames(), ", ")+" (docs/tuning-parameters.md).").
 		PlaceHolder("NAME=VALUE").StringsVar(&c.AutotuneParams)
 	app.Flag("tuner.enable-knob", "An opt-in knob the tuner may change (repeatable): "+strings.Join(tuner.OptInNames(), ", ")+" (docs/pause.md).").
 		PlaceHolder("KNOB").SetValue(flagvalue.EachOf("tuner.enable-knob", &c.EnabledKnobs, tuner.OptInNames()...))

@@ -105,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, progress 
 		PlaceHolder("KNOB").SetValue(flagvalue.EachOf("disable-knob", &cfg.DisabledKnobs, tuner.KnobNames()...))
 	runCmd.Flag("enable-knob", "With a tuner policy: an opt-in knob it may change (repeatable): "+strings.Join(tuner.OptInNames(), ", ")+" (docs/pause.md).").
 		PlaceHolder("KNOB").SetValue(flagvalue.EachOf("enable-knob", &cfg.EnabledKnobs, tuner.OptInNames()...))
-	runCmd.Flag("autotune.param", "With --policy autotune: one of its parameters, NAME=VALUE (repeatable), over its defaults: "+strings.Join(autotune.ParamNames(), ", ")+" (docs/tuning.md).").
+	runCmd.Flag("autotune.param", "With --policy autotune: one of its parameters, NAME=VALUE (repeatable), over its defaults: "+strings.Join(autotune.ParamNames(), ", ")+" (docs/tuning-parameters.md).").
 		PlaceHolder("NAME=VALUE").StringsVar(&cfg.AutotuneParams)
 	var duration, seed, step, seeds string
 	runCmd.Flag("duration", "Virtual time to simulate, e.g. 90s or 1h; default: the scenario's duration.").StringVar(&duration)

@@ -17,7 +17,7 @@ import (
 // with the tuner off; the schema refuses a name the exporter does not
 // have, a negative number, and for a duration anything but a positive
 // one; it takes every parameter of the exporter (--help) with a value of
-// its kind (docs/tuning.md's defaults).
+// its kind (docs/tuning-parameters.md's defaults).
 func TestAutotuneParams(t *testing.T) {
 	c := loadChart(t)
 	pools := []any{
@@ -67,10 +67,10 @@ func TestAutotuneParams(t *testing.T) {
 }
 
 // autotuneParamNames are the names the exporter's --help lists.
-var autotuneParamNames = regexp.MustCompile(`over its\s+defaults:\s+([a-z_,\s]+?)\s+\(docs/tuning\.md\)`)
+var autotuneParamNames = regexp.MustCompile(`over its\s+defaults:\s+([a-z_,\s]+?)\s+\(docs/tuning-parameters\.md\)`)
 
 // TestAutotuneParamsSchema: the schema names the parameters --help names,
-// and takes each with a value of its kind (a duration where docs/tuning.md's default is one, a
+// and takes each with a value of its kind (a duration where docs/tuning-parameters.md's default is one, a
 // number otherwise), and refused with one of the other kind.
 func TestAutotuneParamsSchema(t *testing.T) {
 	c := loadChart(t)
@@ -82,7 +82,7 @@ func TestAutotuneParamsSchema(t *testing.T) {
 	if m == nil {
 		t.Fatalf("--help lists no autotune parameters:\n%s", out)
 	}
-	doc, err := os.ReadFile(filepath.Join(repo.Root(), "docs", "tuning.md"))
+	doc, err := os.ReadFile(filepath.Join(repo.Root(), "docs", "tuning-parameters.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestAutotuneParamsSchema(t *testing.T) {
 		// The table row naming it, `a`, `b` (...) | their defaults | ...
 		row := regexp.MustCompile("(?m)^\\| ([^|]*`" + name + "`[^|]*)\\| ([^|]*)\\|").FindStringSubmatch(string(doc))
 		if row == nil {
-			t.Errorf("%s: no row of docs/tuning.md's Parameters names it", name)
+			t.Errorf("%s: no row of docs/tuning-parameters.md names it", name)
 			continue
 		}
 		var i int
