@@ -64,6 +64,9 @@ type State struct {
 	// dwell after the last change (Pacer). A policy holds such a change
 	// (HoldWaiting) instead of proposing what would be refused.
 	Waits map[string]Wait
+	// MPSResolver is the MPS actuator's resolution (MPSHeld), where it has
+	// one; nil: it holds any fraction (the simulator's).
+	MPSResolver MPSResolver
 }
 
 // Available says whether the tuner may turn knob k on the GPU uuid this
@@ -319,8 +322,10 @@ func (s *State) UpDevices() []*gpu.Device {
 
 // MPSFraction is the active-thread fraction of the MPS client t as the
 // tuner knows it: a fraction set and pending; else read, its reading (nil:
-// none); else what the MPS actuator says is in effect; else MPS's own
-// default for a client nobody capped, all the SMs. Where the readings say
+// none); else what the MPS actuator says is in effect; else 1, MPS's own
+// default for a client nobody capped: all that its server gives (the SMs,
+// or the server's active-thread percentage where it runs below 100%, to
+// which the MPS controller sets a client back for 1). Where the readings say
 // nothing (NVML reads no fraction), a policy thus asks for a change once,
 // its original journaled and set back at exit, instead of at every retry
 // as from an unknown fraction, restarting the client each time.
@@ -341,4 +346,18 @@ func (s *State) MPSFraction(t Target, read *float64) Fraction {
 		}
 	}
 	return 1
+}
+
+// MPSHeld is the fraction the MPS client t runs with once f is set for it
+// and it is restarted, as the MPS actuator holds it (MPSResolver: the MPS
+// controller's whole percentage, at most the client's server's value); f
+// itself where the actuator holds any fraction. A policy compares it, not
+// f, with the client's fraction (MPSFraction): a cap the actuator already
+// holds at its resolution, 0.125 in force as 0.13, is not asked again,
+// restarting the client at every round.
+func (s *State) MPSHeld(t Target, f Fraction) Fraction {
+	if s == nil || s.MPSResolver == nil {
+		return f
+	}
+	return Fraction(s.MPSResolver.HeldFraction(t.GPU, t.PID, float64(f)))
 }

@@ -133,6 +133,14 @@ type MPSStateSource interface {
 	ClientStates() []gpu.MPSClientState
 }
 
+// MPSResolver is an MPSStateSource that holds a client's fraction at a
+// resolution of its own (State.MPSHeld): HeldFraction is the fraction the
+// client runs with once f is set for it and it is restarted (the MPS
+// controller's: a whole percentage, at most the client's server's value).
+type MPSResolver interface {
+	HeldFraction(uuid string, pid uint32, f float64) float64
+}
+
 // DefaultGuards returns the guard chain the exporter and vgpusim use.
 func DefaultGuards(kill *KillSwitch, hold *RevertHold) []Guard {
 	gs := []Guard{}
@@ -438,6 +446,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(),
 		Fast: fast, Originals: map[string]Value{}, History: t.history, Drives: t.drives(),
 		Knobs: t.gpuKnobs(snap), Waits: t.chain().Waits(now)}
+	st.MPSResolver, _ = t.o.MPSStates.(MPSResolver)
 	for k, o := range t.originals {
 		st.Originals[k] = o.Value
 		if o.Target.Knob == gpu.KnobPauseDuty && o.Tenant != "" {

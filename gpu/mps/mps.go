@@ -99,6 +99,9 @@ type ClientState struct {
 	// a successful restart, or for a server the value the daemon reported
 	// for the clients it starts from now on. nil when unknown.
 	Effective *float64
+	// Server is a client's server's fraction as last read, when a value
+	// was set for the client or its server; nil when not read.
+	Server *float64
 	// PendingPinnedBytes is a pinned device memory limit waiting for the
 	// client's restart; nil when none.
 	PendingPinnedBytes *uint64
@@ -219,7 +222,10 @@ func (c *Controller) Capabilities(uuid string) []gpu.Knob {
 //   - for a client, nothing is sent to the daemon (a running client cannot
 //     be changed): the fraction is pending until RestartClient starts its
 //     successor with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE. A client's value can
-//     only lower its server's, so a fraction above the server's is refused.
+//     only lower its server's, so a fraction at or above the server's is
+//     the server's: the client is restarted with its server's value, no
+//     cap of its own (so 1, a client nobody capped, sets a client back
+//     where its server runs below 100%).
 func (c *Controller) SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, fraction float64) error {
 	pct, err := percentage(fraction)
 	if err != nil {
@@ -248,17 +254,47 @@ func (c *Controller) SetMPSActiveThreads(ctx context.Context, uuid string, pid u
 		eff := got / 100
 		c.update(uuid, pid, RoleServer, pid, func(s *ClientState) { s.Effective, s.Pending = &eff, nil })
 		for _, cl := range clients {
-			c.update(uuid, cl, RoleClient, pid, func(s *ClientState) { s.Pending = &f })
+			c.update(uuid, cl, RoleClient, pid, func(s *ClientState) { s.Pending, s.Server = &f, &eff })
 		}
 		level.Info(c.logger).Log("msg", "MPS server active threads set; its clients get it when they restart", "uuid", uuid, "server_pid", pid, "percentage", pct, "clients_pending", len(clients))
 		return nil
 	}
-	if limit, err := c.serverPercentage(ctx, server); err == nil && float64(pct) > limit+1e-9 {
-		return fmt.Errorf("MPS client %d: %d%% is above its server %d's %.0f%%, and a client can only lower its server's value; set the server's first", pid, pct, server, limit)
+	var limit *float64
+	if got, err := c.serverPercentage(ctx, server); err == nil {
+		l := got / 100
+		limit = &l
+		if float64(pct) > got-1e-9 {
+			f = l
+			level.Info(c.logger).Log("msg", "MPS client active threads at or above its server's: the client takes its server's value at its restart", "uuid", uuid, "pid", pid, "server_pid", server, "percentage", pct, "server_percentage", got)
+		}
 	}
-	c.update(uuid, pid, RoleClient, server, func(s *ClientState) { s.Pending = &f })
+	c.update(uuid, pid, RoleClient, server, func(s *ClientState) {
+		s.Pending = &f
+		if limit != nil {
+			s.Server = limit
+		}
+	})
 	level.Info(c.logger).Log("msg", "MPS client active threads pending until its restart", "uuid", uuid, "pid", pid, "percentage", pct)
 	return nil
+}
+
+// HeldFraction is the fraction a client runs with once f is set for it
+// and it is restarted: f at the whole percentage sent, and no more than
+// its server's value as last read (ClientState.Server). A value already in
+// force at that is not one to set again: a policy that asks thousandths
+// (0.125, held as 0.13) would restart the client at every round.
+func (c *Controller) HeldFraction(uuid string, pid uint32, f float64) float64 {
+	pct, err := percentage(f)
+	if err != nil {
+		return f
+	}
+	held := float64(pct) / 100
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.states[key{uuid, pid}]; s != nil && s.Role == RoleClient && s.Server != nil && held > *s.Server {
+		held = *s.Server
+	}
+	return held
 }
 
 // SetMPSPinnedMemoryLimit limits the device memory a server's clients (or

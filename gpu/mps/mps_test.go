@@ -230,22 +230,6 @@ func TestSetActiveThreads(t *testing.T) {
 	}
 }
 
-// A client's value can only lower its server's: asking for more is refused.
-func TestClientAboveServer(t *testing.T) {
-	ctx := context.Background()
-	r := newRig(t, daemon, "", nil)
-	if err := r.c.SetMPSActiveThreads(ctx, uuid, 200, 0.4); err != nil {
-		t.Fatal(err)
-	}
-	err := r.c.SetMPSActiveThreads(ctx, uuid, 201, 0.6)
-	if err == nil || !strings.Contains(err.Error(), "only lower its server's") {
-		t.Fatalf("error %v, want the server's cap named", err)
-	}
-	if s, _ := r.c.State(uuid, 201); fstr(s.Pending) != "0.4" {
-		t.Errorf("pending %s, want the server's 0.4 kept", fstr(s.Pending))
-	}
-}
-
 func TestDaemonFailures(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {

@@ -469,7 +469,9 @@ func (p *Autotune) capOthers(s *tuner.State, d *gpu.Device, others []*member, re
 		per := tuner.Fraction(math.Round(share/float64(len(m.pids))*1000) / 1000)
 		for i, pid := range m.pids {
 			t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: pid}
-			if m.cur[i].Distance(per) < 1e-6 || !s.Changeable(t) {
+			// (a cap in force at the MPS actuator's resolution is held:
+			// 0.125, in force as 0.13, is not asked again)
+			if m.cur[i].Distance(s.MPSHeld(t, per)) < 1e-6 || !s.Changeable(t) {
 				continue
 			}
 			out = append(out, tuner.Action{

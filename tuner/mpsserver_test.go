@@ -1,0 +1,182 @@
+package tuner
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/mps"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
+)
+
+var _ MPSResolver = (*mps.Controller)(nil)
+
+// mpsDaemon is an MPS controller of a daemon whose server 100 runs at
+// server% active threads with clients 7 and 8, restarting a client with
+// hook; its fake records the hook's calls.
+func mpsDaemon(t *testing.T, server, hook string) (*mps.Controller, *commandtest.Fake) {
+	t.Helper()
+	f := commandtest.New(t)
+	pipe := filepath.Join(f.Dir, "pipe")
+	if err := os.Mkdir(pipe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	daemon := `read -r cmd a b c < "$STDIN"
+case "$cmd" in
+get_server_list) echo 100 ;;
+get_client_list) printf '7\n8\n' ;;
+get_default_active_thread_percentage|get_active_thread_percentage) echo ` + server + ` ;;
+*) echo "Unknown command $cmd" ;;
+esac`
+	return mps.New(mps.Options{
+		ControlBinary: f.Script(t, "nvidia-cuda-mps-control", daemon),
+		PipeDirectory: pipe,
+		Timeout:       10 * time.Second,
+		RestartHook:   f.Script(t, "restart-hook", hook),
+	}), f
+}
+
+// TestMPSSetBackUnderServerBelowFull: NVML reads no per-process MPS
+// fraction, so the tuner takes a client nobody capped as at 1
+// (MPSFraction) and journals 1 as its original. Where the client's server
+// runs at 50% (set_default_active_thread_percentage 50), a cap to 30% goes
+// through; 1 set back is the server's 50%: at exit the client is restarted
+// with it and its original closed, and after a failed restart the pending
+// value set back is the server's, not the cap. Before, the controller
+// refused 1 as above the server's 50%: the restore failed at every exit,
+// the client kept the tuner's cap for good.
+func TestMPSSetBackUnderServerBelowFull(t *testing.T) {
+	tests := []struct {
+		name string
+		hook string
+		// client 8's pending and effective fractions once the cap is
+		// settled, and after the exit ("": the exit's restore fails too)
+		settled, exit string
+	}{
+		{"restored at exit", `echo restarted`, "nil 0.3", "nil 0.5"},
+		{"set back after a failed restart", `echo "no standby" >&2; exit 3`, "0.5 nil", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := mpsDaemon(t, "50.0", tc.hook)
+			j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+			t.Cleanup(func() { j.Close() })
+			clk := gpu.NewManualClock(t0)
+			cap30 := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 8}, Tenant: "batch",
+				Current: Fraction(1), Want: Fraction(0.3), Restart: true, Reason: "test"}
+			tu, err := New(Options{Policy: fixed{cap30}, Actuators: ActuatorsOf(c), Journal: j, Clock: clk, Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			procs := []proc{{7, "embed"}, {8, "batch"}}
+			if _, err := tu.RunOnce(ctx, tenantSnap(clk.Now(), procs...)); err != nil {
+				t.Fatal(err)
+			}
+			waitHookEnded(t, tu)
+			tu.o.Policy = fixed(nil)
+			clk.Advance(15 * time.Second)
+			ds, err := tu.RunOnce(ctx, tenantSnap(clk.Now(), procs...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range ds {
+				if strings.Contains(d.Reason, "setting back") {
+					t.Errorf("the set-back after the failed restart failed: %s", d.Reason)
+				}
+			}
+			state := func() string {
+				st, _ := c.State(uuid0, 8)
+				return orNil(st.Pending) + " " + orNil(st.Effective)
+			}
+			if got := state(); got != tc.settled {
+				t.Errorf("client 8 pending, effective: %s once settled, want %s", got, tc.settled)
+			}
+			if tc.exit == "" {
+				return
+			}
+			if _, err := tu.Restore(ctx); err != nil {
+				t.Errorf("restore at exit: %v", err)
+			}
+			if got := state(); got != tc.exit {
+				t.Errorf("client 8 pending, effective: %s after the exit, want %s (the server's 50%%, not the cap)", got, tc.exit)
+			}
+			if o := j.Originals(); len(o) != 0 {
+				t.Errorf("originals left open after the exit: %+v", o)
+			}
+		})
+	}
+}
+
+// orNil is *p as text, "nil" for none.
+func orNil(p *float64) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*p)
+}
+
+// thousandthCap decides as autotune's capOthers does: client 8's share
+// rounded to a thousandth, asked where the client's fraction is not
+// already, at the MPS actuator's resolution (State.MPSHeld), that share.
+type thousandthCap float64
+
+func (thousandthCap) Name() string { return "thousandth-cap" }
+func (p thousandthCap) Decide(s *State) []Action {
+	t := Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 8}
+	per := Fraction(math.Round(float64(p)*1000) / 1000)
+	cur := s.MPSFraction(t, nil)
+	if cur.Distance(s.MPSHeld(t, per)) < 1e-6 || !s.Changeable(t) {
+		return nil
+	}
+	return []Action{{Target: t, Tenant: "batch", Current: cur, Want: per, Restart: true, Reason: "test"}}
+}
+
+// TestMPSCapHeldAtWholePercent: the MPS controller sends a whole
+// percentage (0.125 as 13%) and reports 0.13 in force; a policy asking
+// thousandths compares what the controller holds for its value
+// (State.MPSHeld), so the cap is asked, and the client restarted, once.
+// Before, 0.13 was not 0.125: the client was restarted again at every
+// round the guards let through.
+func TestMPSCapHeldAtWholePercent(t *testing.T) {
+	tests := []struct {
+		name     string
+		share    thousandthCap
+		restarts int
+		in       float64 // client 8's fraction in force at the end
+	}{
+		{"a thousandth: held as the whole percentage", 0.125, 1, 0.13},
+		{"a whole percentage", 0.3, 1, 0.3},
+		{"above the server's: held as the server's", 0.8, 1, 0.5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, f := mpsDaemon(t, "50.0", `echo ok`)
+			clk := gpu.NewManualClock(t0)
+			tu, err := New(Options{Policy: tc.share, Actuators: ActuatorsOf(c), MPSStates: c, Clock: clk, Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for range 6 {
+				if _, err := tu.RunOnce(ctx, tenantSnap(clk.Now(), proc{7, "embed"}, proc{8, "batch"})); err != nil {
+					t.Fatal(err)
+				}
+				waitHookEnded(t, tu)
+				clk.Advance(10 * time.Minute)
+			}
+			if got := len(f.Calls(t, "restart-hook")); got != tc.restarts {
+				t.Errorf("client 8 restarted %d times in 6 rounds, want %d", got, tc.restarts)
+			}
+			if st, _ := c.State(uuid0, 8); orNil(st.Effective) != fmt.Sprint(tc.in) {
+				t.Errorf("client 8 at %s, want %v", orNil(st.Effective), tc.in)
+			}
+		})
+	}
+}
