@@ -169,7 +169,7 @@ func (e *Evictor) MoveProcess(_ context.Context, pid uint32, toUUID string) erro
 // (ErrBudget). When budgets refused every eviction, nothing changed and
 // the error is also gpu.ErrBusy: the plan was refused for now. When some
 // evictions were made and others failed, the error is a
-// *rebalance.PartialError naming the moves made.
+// *gpu.PartialError naming the moves made.
 func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 	if err := rebalance.Validate(p); err != nil {
 		return err
@@ -214,7 +214,7 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 		return refused{err}
 	case len(evicted) > 0:
 		// Applied in part: the error says which moves were made.
-		return &rebalance.PartialError{Applied: evicted, Err: err}
+		return &gpu.PartialError{Applied: evicted, Err: err}
 	}
 	return err
 }
