@@ -381,6 +381,21 @@ type MIGLayoutPlan struct {
 // Rebalancer applies a rebalancing plan: the slow loop's actuator.
 type Rebalancer interface {
 	// Rebalance applies the plan (or, with p.DryRun, only checks it); the
-	// error says which part failed.
+	// error says which part failed, a *PartialError where some of the
+	// moves were made.
 	Rebalance(ctx context.Context, p Plan) error
 }
+
+// PartialError is the error of a plan applied in part: the moves at the
+// indexes Applied (into the plan's Moves, in order) were made, the others
+// failed as Err says. A Rebalancer that tries every move even after one
+// fails (the built-in Kubernetes eviction) returns it, so that the tuner
+// holds the tenants it moved (a moved tenant is not moved again soon) and
+// the simulator beside real pods makes the moves made (rebalance.Modelled).
+type PartialError struct {
+	Applied []int
+	Err     error
+}
+
+func (e *PartialError) Error() string { return e.Err.Error() }
+func (e *PartialError) Unwrap() error { return e.Err }

@@ -149,7 +149,14 @@ func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err
 		t.releaseFailed(a.Target.String())
 	}
 	if err != nil {
-		d.Reason = joinReasons(a.Reason, string(d.Outcome)+", not applied: "+err.Error())
+		if made := movesMade(a, err); len(made) > 0 {
+			// a plan applied in part: failed, but its tenants moved are
+			// held as a plan applied would hold them
+			d.Reason = joinReasons(a.Reason, string(d.Outcome)+", "+partText(a, made)+": "+err.Error())
+			t.notePlanApplied(gpu.Plan{Moves: made}, now)
+		} else {
+			d.Reason = joinReasons(a.Reason, string(d.Outcome)+", not applied: "+err.Error())
+		}
 		if d.Outcome != OutcomeRefused {
 			t.noteInForce(a, false, now) // (a device setting refused changed nothing)
 		}
@@ -326,9 +333,12 @@ func oneCall(knob gpu.Knob) bool {
 }
 
 func outcomeOf(err error) Outcome {
+	var partial *gpu.PartialError
 	switch {
 	case err == nil:
 		return OutcomeApplied
+	case errors.As(err, &partial) && len(partial.Applied) > 0:
+		return OutcomeFailed // (something was changed: not refused, whatever the rest was)
 	case errors.Is(err, gpu.ErrNotSupported), errors.Is(err, gpu.ErrBusy):
 		return OutcomeRefused
 	default:
@@ -474,8 +484,9 @@ func (t *Tuner) selfRelayout(p gpu.Plan) bool {
 
 // applyPlan hands a rebalancing plan to the host's hook or, without one,
 // applies it step by step: each move through Placement (by its PIDs), then each
-// MIG layout through MIG, stopping at the first step that fails. A dry run
-// changes nothing.
+// MIG layout through MIG, stopping at the first step that fails; with
+// moves made before it, the error is a *gpu.PartialError naming them. A
+// dry run changes nothing.
 func applyPlan(ctx context.Context, ac Actuators, plan gpu.Plan) error {
 	if hook, ok := actuator[gpu.Rebalancer](ac); ok {
 		return hook.Rebalance(ctx, plan)
@@ -483,20 +494,30 @@ func applyPlan(ctx context.Context, ac Actuators, plan gpu.Plan) error {
 	if plan.DryRun {
 		return nil
 	}
-	for _, m := range plan.Moves {
+	made := func(n int, err error) error { // (the first n moves made)
+		if n == 0 {
+			return err
+		}
+		applied := make([]int, n)
+		for i := range applied {
+			applied[i] = i
+		}
+		return &gpu.PartialError{Applied: applied, Err: err}
+	}
+	for i, m := range plan.Moves {
 		pl, ok := actuator[gpu.PlacementActuator](ac)
 		if !ok || m.PID == 0 || m.ToUUID == "" {
-			return fmt.Errorf("move of %s (PID %d) to %q: %w", m.Tenant, m.PID, m.ToUUID, notSupported(gpu.KnobPlacement))
+			return made(i, fmt.Errorf("move of %s (PID %d) to %q: %w", m.Tenant, m.PID, m.ToUUID, notSupported(gpu.KnobPlacement)))
 		}
 		for _, pid := range m.Processes() {
 			if err := pl.MoveProcess(ctx, pid, m.ToUUID); err != nil {
-				return fmt.Errorf("move of %s (PID %d) to %s: %w", m.Tenant, pid, m.ToUUID, err)
+				return made(i, fmt.Errorf("move of %s (PID %d) to %s: %w", m.Tenant, pid, m.ToUUID, err))
 			}
 		}
 	}
 	for _, l := range plan.MIG {
 		if err := setLayout(ctx, ac, l.UUID, l.Profiles); err != nil {
-			return fmt.Errorf("MIG layout of %s: %w", l.UUID, err)
+			return made(len(plan.Moves), fmt.Errorf("MIG layout of %s: %w", l.UUID, err))
 		}
 	}
 	return nil

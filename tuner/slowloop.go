@@ -2,8 +2,11 @@ package tuner
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -136,20 +139,51 @@ func (t *Tuner) forgetMoved(st *State, now time.Time, hold time.Duration) {
 	maps.DeleteFunc(m.moved, func(name string, at time.Time) bool { return !used[name] && now.Sub(at) >= hold })
 }
 
-// notePlanApplied remembers the tenant a plan moved, or the GPU it
+// notePlanApplied remembers the tenants a plan moved, or the GPU it
 // relaid out, for the planner (RebalanceInput): a plan whose hook runs
-// off the round is remembered at its outcome, once applied (collectHooks).
+// off the round is remembered at its outcome, once applied (collectHooks);
+// a plan applied in part, by the moves made (settle, movesMade).
 func (t *Tuner) notePlanApplied(plan gpu.Plan, now time.Time) {
 	m := &t.reb
 	if m.moved == nil {
 		m.moved, m.relayouts = map[string]time.Time{}, map[string]time.Time{}
 	}
-	switch {
-	case len(plan.MIG) > 0:
+	if len(plan.MIG) > 0 {
 		m.relayouts[plan.MIG[0].UUID] = now
-	case len(plan.Moves) > 0:
-		m.moved[plan.Moves[0].Tenant] = now
+		return
 	}
+	for _, mv := range plan.Moves {
+		m.moved[mv.Tenant] = now
+	}
+}
+
+// movesMade returns the moves of a's plan that err, a *gpu.PartialError,
+// says were made (a plan applied in part: an eviction made, the next one
+// refused by a PodDisruptionBudget); none for another error or action.
+func movesMade(a Action, err error) []gpu.Move {
+	var partial *gpu.PartialError
+	if a.Plan == nil || !errors.As(err, &partial) {
+		return nil
+	}
+	var out []gpu.Move
+	for _, i := range partial.Applied {
+		if i >= 0 && i < len(a.Plan.Moves) {
+			out = append(out, a.Plan.Moves[i])
+		}
+	}
+	return out
+}
+
+// partText says, in a failed plan's reason, which of its moves were made
+// (movesMade) and that their tenants count as moved.
+func partText(a Action, made []gpu.Move) string {
+	var names []string
+	for _, mv := range made {
+		if !slices.Contains(names, mv.Tenant) {
+			names = append(names, mv.Tenant)
+		}
+	}
+	return fmt.Sprintf("applied in part (%d of its %d moves made; %s counted as moved, not moved again for the hold)", len(made), len(a.Plan.Moves), strings.Join(names, ", "))
 }
 
 // planAction is the action that carries a plan through the executor and

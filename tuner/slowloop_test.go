@@ -106,3 +106,34 @@ func TestSlowLoopKeepsMoveOfPausedTenant(t *testing.T) {
 		t.Errorf("the move of a tenant gone, no pause original naming it, kept")
 	}
 }
+
+// movesAll is movesEach planning one plan that moves every tenant not held.
+type movesAll struct{ movesEach }
+
+func (movesAll) PlanRebalance(s *State, in RebalanceInput) (gpu.Plan, bool) {
+	p := gpu.Plan{Reason: "test"}
+	for _, u := range s.Snapshot.Usage {
+		if _, held := in.Moved[u.Tenant]; !held && len(u.PIDs) > 0 {
+			p.Moves = append(p.Moves, gpu.Move{Tenant: u.Tenant, PID: u.PIDs[0], FromUUID: uuid0, ToUUID: "GPU-1"})
+		}
+	}
+	return p, len(p.Moves) > 0
+}
+
+// A plan that moves two tenants holds both, not only its first move's
+// (a planner other than the built-in one may plan such a plan).
+func TestSlowLoopHoldsEveryTenantAPlanMoved(t *testing.T) {
+	clk := gpu.NewManualClock(t0)
+	tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(movesApplied{}), Clock: clk, Mode: ModeEnforce, Rebalance: movesAll{movesEach{hold: 10 * time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), tenantSnap(clk.Now(), proc{7, "embed"}, proc{8, "train"})); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"embed", "train"} {
+		if at, ok := tu.reb.moved[name]; !ok || !at.Equal(clk.Now()) {
+			t.Errorf("%s moved at %v (%v), want held from %v", name, at, ok, clk.Now())
+		}
+	}
+}

@@ -171,7 +171,7 @@ func (e *Evictor) MoveProcess(_ context.Context, pid uint32, toUUID string) erro
 // eviction, nothing changed and
 // the error is also gpu.ErrBusy: the plan was refused for now. When some
 // evictions were made and others failed, the error is a
-// *rebalance.PartialError naming the moves made.
+// *gpu.PartialError naming the moves made.
 func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 	if err := rebalance.Validate(p); err != nil {
 		return err
@@ -223,7 +223,7 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 		return refused{err}
 	case len(evicted) > 0:
 		// Applied in part: the error says which moves were made.
-		return &rebalance.PartialError{Applied: evicted, Err: err}
+		return &gpu.PartialError{Applied: evicted, Err: err}
 	}
 	return err
 }

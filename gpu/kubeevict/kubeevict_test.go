@@ -18,7 +18,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
 )
 
 // apiServer is a fake API server's Eviction endpoint: it answers each pod
@@ -81,7 +80,7 @@ func TestRebalance(t *testing.T) {
 		errHas   []string // in the error; none: no error
 		budget   bool     // the error is ErrBudget
 		refused  bool     // the error is gpu.ErrBusy: every eviction refused by a budget
-		applied  []int    // the moves a *rebalance.PartialError says were made; none: no PartialError
+		applied  []int    // the moves a *gpu.PartialError says were made; none: no PartialError
 		noToken  bool
 		rotateTo string // the token file's content before a second run
 	}{
@@ -182,7 +181,7 @@ func TestRebalance(t *testing.T) {
 			if errors.Is(err, gpu.ErrBusy) != tc.refused {
 				t.Errorf("error %v: errors.Is(gpu.ErrBusy) %v, want %v", err, errors.Is(err, gpu.ErrBusy), tc.refused)
 			}
-			var partial *rebalance.PartialError
+			var partial *gpu.PartialError
 			if errors.As(err, &partial) != (tc.applied != nil) || partial != nil && !slices.Equal(partial.Applied, tc.applied) {
 				t.Errorf("error %v: PartialError %+v, want one with the moves %v applied", err, partial, tc.applied)
 			}

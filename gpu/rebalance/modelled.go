@@ -15,8 +15,8 @@ import (
 // controller recreates it); once Hook has applied the whole plan, each
 // move is made in Model, the simulator, by its PIDs, so that the simulated
 // GPUs follow what the orchestrator did. A plan the hook refuses or fails
-// changes nothing in the model, except the moves a PartialError says the
-// hook made; a dry run is the hook's alone.
+// changes nothing in the model, except the moves a gpu.PartialError says
+// the hook made; a dry run is the hook's alone.
 //
 // Only moves are modelled: a plan with MIG layouts is refused before the
 // hook runs (on Kubernetes they belong to the GPU Operator's MIG manager),
@@ -47,7 +47,7 @@ func (m Modelled) Rebalance(ctx context.Context, p gpu.Plan) error {
 	if err != nil {
 		// A plan applied in part: the moves the hook made are modelled
 		// too, else the simulator keeps pods the orchestrator moved.
-		var partial *PartialError
+		var partial *gpu.PartialError
 		if !errors.As(err, &partial) {
 			return err
 		}
@@ -79,16 +79,3 @@ func (m Modelled) model(ctx context.Context, mv gpu.Move) error {
 	}
 	return nil
 }
-
-// PartialError is the error of a plan applied in part: the moves at the
-// indexes Applied (into the plan's Moves, in order) were made, the others
-// failed as Err says. A Rebalancer that tries every move even after one
-// fails (the built-in Kubernetes eviction) returns it, so that Modelled
-// makes the applied moves in the simulator too.
-type PartialError struct {
-	Applied []int
-	Err     error
-}
-
-func (e *PartialError) Error() string { return e.Err.Error() }
-func (e *PartialError) Unwrap() error { return e.Err }

@@ -117,7 +117,11 @@ type gpuRoom struct {
 // target is the idlest GPU with the memory, SM room and no SLO missed.
 // The expected gain, the missing tenant's bad fraction of its work over
 // Horizon (by priority), must exceed twice the cost, LoadCost of the
-// moved tenant's work (by priority; a batch job's counted at half).
+// moved tenant's work (by priority; a batch job's counted at half). No
+// tenant is moved whose pod or systemd service also runs another
+// tenant's process (sharesWorkload): the orchestrator moves a workload
+// whole, so the move would stop that tenant too, the missing one it is
+// meant to relieve, say.
 func (r *Planner) PlanRebalance(s *tuner.State, in tuner.RebalanceInput) (gpu.Plan, bool) {
 	if s == nil || s.Snapshot == nil || s.Snapshot.Readings == nil {
 		return gpu.Plan{}, false
@@ -144,6 +148,7 @@ func (r *Planner) PlanRebalance(s *tuner.State, in tuner.RebalanceInput) (gpu.Pl
 		rooms[d.UUID] = room
 		order = append(order, d.UUID)
 	}
+	tenants := workloadTenants(snap.Usage)
 	byGPU := map[string][]tenant.Usage{}
 	for _, u := range snap.Usage {
 		if _, ok := rooms[u.UUID]; !ok || u.GPUInstance != "" || u.Tenant == tenant.Unassigned || len(u.PIDs) == 0 {
@@ -183,7 +188,7 @@ func (r *Planner) PlanRebalance(s *tuner.State, in tuner.RebalanceInput) (gpu.Pl
 			cands = append(cands, v.u)
 		}
 		for _, c := range cands {
-			if r.held(in.Moved, c.Tenant, s.Now) {
+			if r.held(in.Moved, c.Tenant, s.Now) || sharesWorkload(tenants, c) {
 				continue
 			}
 			cost := weight(c.Tenant, c.Class) * r.LoadCost.Seconds()
@@ -198,7 +203,7 @@ func (r *Planner) PlanRebalance(s *tuner.State, in tuner.RebalanceInput) (gpu.Pl
 				v.u.Tenant, from, s.Now.Sub(v.since).Round(time.Second), 100*att, f.Over.Round(time.Second), c.Tenant, c.Class, to.uuid, 100*to.busy, to.memFree>>20, gain, r.Horizon, cost, r.LoadCost), c, to.uuid), true
 		}
 	}
-	if p, ok := r.planSqueezed(s, in, rooms, order, byGPU, info); ok {
+	if p, ok := r.planSqueezed(s, in, rooms, order, byGPU, tenants, info); ok {
 		return p, true
 	}
 	return r.planRelayout(s, in, missing, weight)
@@ -262,11 +267,8 @@ func movePlan(reason string, u tenant.Usage, to string) gpu.Plan {
 		if i, ok := slices.BinarySearchFunc(u.Workloads, pid, func(w tenant.Workload, pid uint32) int { return cmp.Compare(w.PID, pid) }); ok {
 			w := u.Workloads[i]
 			m.Pod, m.Unit = w.Pod, w.Unit
-			switch {
-			case w.Pod != nil:
-				key = "pod " + w.Pod.Namespace + "/" + w.Pod.Name
-			case w.Unit != "":
-				key = "unit " + w.Unit
+			if k := workloadKey(w); k != "" {
+				key = k
 			}
 		}
 		i, ok := seen[key]
@@ -282,6 +284,53 @@ func movePlan(reason string, u tenant.Usage, to string) gpu.Plan {
 		}
 	}
 	return p
+}
+
+// workloadKey names the workload w as a move does: its pod, else its
+// systemd service; "" for a process with neither (moved by its PID).
+func workloadKey(w tenant.Workload) string {
+	switch {
+	case w.Pod != nil:
+		return "pod " + w.Pod.Namespace + "/" + w.Pod.Name
+	case w.Unit != "":
+		return "unit " + w.Unit
+	}
+	return ""
+}
+
+// workloadTenants maps each workload of the usages (workloadKey: a pod,
+// a systemd service) to the tenants with a process in it, on whatever
+// GPU, the unassigned processes' included.
+func workloadTenants(usage []tenant.Usage) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, u := range usage {
+		for _, w := range u.Workloads {
+			if k := workloadKey(w); k != "" {
+				if out[k] == nil {
+					out[k] = map[string]bool{}
+				}
+				out[k][u.Tenant] = true
+			}
+		}
+	}
+	return out
+}
+
+// sharesWorkload reports whether a workload of u (its pod, its systemd
+// service; per tenants, workloadTenants) runs a process of another
+// tenant, or one of no tenant, too: a move of u evicts the pod, or
+// restarts the service, whole, stopping that process as well. (The
+// attribution is per process: a container or an executable selector can
+// give a helper in a latency tenant's pod to a batch tenant.)
+func sharesWorkload(tenants map[string]map[string]bool, u tenant.Usage) bool {
+	for _, w := range u.Workloads {
+		for name := range tenants[workloadKey(w)] {
+			if name != u.Tenant {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // busyOf is a tenant's SM activity on its GPU (0 when unknown).

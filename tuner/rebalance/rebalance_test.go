@@ -119,6 +119,17 @@ func placementRounds(t *testing.T, tu *tuner.Tuner, clock *gpu.ManualClock) []st
 // <outcome>".
 func placementRound(t *testing.T, tu *tuner.Tuner, clock gpu.Clock, n float64) []string {
 	t.Helper()
+	var out []string
+	for _, d := range placementDecisions(t, tu, clock, n) {
+		out = append(out, fmt.Sprintf("%v %s %s", clock.Now().Sub(t0), d.Tenant, d.Outcome))
+	}
+	return out
+}
+
+// placementDecisions runs the round of placementRound and returns its
+// placement decisions.
+func placementDecisions(t *testing.T, tu *tuner.Tuner, clock gpu.Clock, n float64) []tuner.Decision {
+	t.Helper()
 	st := rebalanceState(0.3, 0.2, 40*gib, 0.9)
 	st.Snapshot.Time = clock.Now()
 	st.Snapshot.SLOs[0].RequestsTotal, st.Snapshot.SLOs[0].GoodRequestsTotal = n, 0.9*n
@@ -126,13 +137,7 @@ func placementRound(t *testing.T, tu *tuner.Tuner, clock gpu.Clock, n float64) [
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, d := range decs {
-		if d.Knob == gpu.KnobPlacement {
-			out = append(out, fmt.Sprintf("%v %s %s", clock.Now().Sub(t0), d.Tenant, d.Outcome))
-		}
-	}
-	return out
+	return slices.DeleteFunc(decs, func(d tuner.Decision) bool { return d.Knob != gpu.KnobPlacement })
 }
 
 // The tuner's slow loop plans once the dwell has passed, applies the plan
@@ -447,6 +452,115 @@ func TestTunerRebalanceRefused(t *testing.T) {
 	}
 }
 
+// partialHook is a rebalancing hook that, as the built-in Kubernetes
+// eviction does when a PodDisruptionBudget refuses the second of a plan's
+// evictions, makes the first plan's first move only and says so (a
+// *gpu.PartialError); it makes every later plan whole. It records the
+// moves made. With busy, the refusal is also gpu.ErrBusy.
+type partialHook struct {
+	busy  bool
+	plans int
+	moves []string
+}
+
+func (h *partialHook) Rebalance(_ context.Context, p gpu.Plan) error {
+	h.plans++
+	for i, m := range p.Moves {
+		if h.plans == 1 && i > 0 {
+			err := fmt.Errorf("eviction of PID %d: refused for now (HTTP 429)", m.PID)
+			if h.busy {
+				err = fmt.Errorf("%w: %w", err, gpu.ErrBusy)
+			}
+			return &gpu.PartialError{Applied: []int{0}, Err: err}
+		}
+		h.moves = append(h.moves, fmt.Sprintf("%d->%s", m.PID, m.ToUUID))
+	}
+	return nil
+}
+
+// secondMoveFails is a host's placement that moves processes itself (the
+// simulator) and fails its second move, as when the target's memory ran
+// out meanwhile. It records the moves made.
+type secondMoveFails struct {
+	calls int
+	moves []string
+}
+
+func (s *secondMoveFails) MoveProcess(_ context.Context, pid uint32, to string) error {
+	if s.calls++; s.calls == 2 {
+		return errors.New("no room")
+	}
+	s.moves = append(s.moves, fmt.Sprintf("%d->%s", pid, to))
+	return nil
+}
+
+// A plan applied in part (train's first process moved, the second not)
+// has failed, and its decision says so and which moves were made; but
+// train has moved, so it is held as a moved tenant is (Hold): the next
+// plan, after the cool-down, moves the next neighbour, not train again
+// (its pod just evicted, or its replacement). So through a hook and step
+// by step; a refusal for now (gpu.ErrBusy) of the moves not made does not
+// make the plan refused, which says nothing was changed.
+func TestTunerRebalancePartlyApplied(t *testing.T) {
+	hook, busy, pl := &partialHook{}, &partialHook{busy: true}, &secondMoveFails{}
+	for _, tc := range []struct {
+		name  string
+		ac    any
+		moves *[]string // the moves made
+	}{
+		{"a hook's second eviction refused", hook, &hook.moves},
+		{"a hook's second eviction refused, busy", busy, &busy.moves},
+		{"the second move fails step by step", pl, &pl.moves},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := gpu.NewManualClock(t0)
+			r := Default()
+			r.Every, r.Dwell, r.CoolDown, r.Hold = 10*time.Second, 30*time.Second, 90*time.Second, 30*time.Minute
+			tu, err := tuner.New(tuner.Options{Policy: noDecide{}, Clock: clock, Mode: tuner.ModeEnforce, Actuators: tuner.ActuatorsOf(tc.ac), Rebalance: r,
+				Guards: tuner.DefaultGuards(nil, nil)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var decisions []string
+			var first *tuner.Decision
+			for range 6 * 12 { // 6 minutes, a round every 5 s
+				for _, d := range placementDecisions(t, tu, clock, 10*(clock.Now().Sub(t0).Seconds()+5)) {
+					decisions = append(decisions, fmt.Sprintf("%v %s %s", clock.Now().Sub(t0), d.Tenant, d.Outcome))
+					if first == nil {
+						first = &d
+					}
+				}
+				clock.Advance(5 * time.Second)
+			}
+			if want := "[40s train failed 2m10s embed applied 3m40s chat applied]"; fmt.Sprint(decisions) != want {
+				t.Errorf("decisions %v, want %s", decisions, want)
+			}
+			if want := "[20->GPU-c 30->GPU-c 10->GPU-c]"; fmt.Sprint(*tc.moves) != want {
+				t.Errorf("moves %v, want %s", *tc.moves, want)
+			}
+			if first == nil || first.Applied || !strings.Contains(first.Reason, "applied in part (1 of its 2 moves made; train counted as moved") {
+				t.Errorf("first decision %+v: want failed, applied in part", first)
+			}
+		})
+	}
+}
+
+// squeezedState is rebalanceState with chat meeting its SLO and train
+// capped to 12.5% on each of its two clients, squeezed well below its
+// share (no share.max: 1), a restart costing it 5 minutes.
+func squeezedState() *tuner.State {
+	st := rebalanceState(0.3, 0.2, 40*gib, 1)
+	st.Snapshot.Readings.Devices[0].Processes = []gpu.Process{mpsProc(10, gpu.Float(1)), mpsProc(20, gpu.Float(0.125)), mpsProc(21, gpu.Float(0.125)), mpsProc(30, gpu.Float(1))}
+	st.Snapshot.Tenants[1].RestartCost = 5 * time.Minute
+	return st
+}
+
+// squeezedSince is the planner's input with train squeezed for 5 minutes
+// at now.
+func squeezedSince(now time.Time) tuner.RebalanceInput {
+	return tuner.RebalanceInput{SqueezedSince: map[string]time.Time{"train": now.Add(-5 * time.Minute)}}
+}
+
 // The slow loop plans no move off a GPU whose placement knob the operator
 // switched off (--tuner.disable-knob) or its backends cannot turn, and no
 // relayout of a GPU whose MIG layout is off or not listed: the tuner drops
@@ -461,13 +575,7 @@ func TestNoPlanOfAKnobOff(t *testing.T) {
 	unlisted := func(uuid string, k gpu.Knob) map[string][]tuner.KnobAvailability {
 		return map[string][]tuner.KnobAvailability{uuid: {{Knob: k, Driven: true}}}
 	}
-	squeezed := func() *tuner.State {
-		st := rebalanceState(0.3, 0.2, 40*gib, 1)
-		st.Snapshot.Readings.Devices[0].Processes = []gpu.Process{mpsProc(10, gpu.Float(1)), mpsProc(20, gpu.Float(0.125)), mpsProc(21, gpu.Float(0.125)), mpsProc(30, gpu.Float(1))}
-		st.Snapshot.Tenants[1].RestartCost = 5 * time.Minute
-		return st
-	}
-	squeezedIn := tuner.RebalanceInput{SqueezedSince: map[string]time.Time{"train": now.Add(-5 * time.Minute)}}
+	squeezed, squeezedIn := squeezedState, squeezedSince(now)
 	tests := []struct {
 		name   string
 		st     func() *tuner.State

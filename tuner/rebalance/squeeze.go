@@ -68,11 +68,12 @@ func pausedOn(s *tuner.State, uuid, tenant string) float64 {
 
 // planSqueezed plans the move of a tenant squeezed for Dwell to the
 // idlest GPU with room, when the work the squeeze costs it over Horizon
-// outweighs twice the move's cost (LoadCost plus what a restart costs it).
-func (r *Planner) planSqueezed(s *tuner.State, in tuner.RebalanceInput, rooms map[string]*gpuRoom, order []string, byGPU map[string][]tenant.Usage, info map[string]tenant.Info) (gpu.Plan, bool) {
+// outweighs twice the move's cost (LoadCost plus what a restart costs it),
+// and no other tenant runs in its workloads (tenants: sharesWorkload).
+func (r *Planner) planSqueezed(s *tuner.State, in tuner.RebalanceInput, rooms map[string]*gpuRoom, order []string, byGPU map[string][]tenant.Usage, tenants map[string]map[string]bool, info map[string]tenant.Info) (gpu.Plan, bool) {
 	squeezed := r.Squeezed(s)
 	for _, c := range dwelled(s.Now, r.Dwell, order, byGPU, squeezed, in.SqueezedSince) {
-		if r.held(in.Moved, c.u.Tenant, s.Now) || !s.Plannable(c.u.UUID, gpu.KnobPlacement) {
+		if r.held(in.Moved, c.u.Tenant, s.Now) || sharesWorkload(tenants, c.u) || !s.Plannable(c.u.UUID, gpu.KnobPlacement) {
 			continue
 		}
 		hi, capped := shareMax(info, c.u.Tenant), squeezed[c.u.Tenant]
