@@ -193,3 +193,52 @@ func TestMeterUnknownAbsentFromFirstSample(t *testing.T) {
 		})
 	}
 }
+
+// Under idle_energy: reservation, on a MIG GPU one of whose instances has
+// no SM activity (dcgm-exporter without an instance created after it
+// started), the tenant of the instance whose activity is known was charged
+// its part of the activity and its energy series was not served: the
+// tenants served and the idle energy added up to less than the GPU's
+// increase, and the charge surfaced later at once, as the first point of
+// a new series, which increase() does not count.
+func TestMeterReservationServesKnownEnergy(t *testing.T) {
+	cfg, err := tenant.ParseConfig("t.yaml", []byte("defaults: {idle_energy: reservation}\ntenants:\n  - {name: train, selectors: [{executable: train}]}\n  - {name: infer, selectors: [{executable: infer}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap *tenant.Snapshot
+	for i := range 2 {
+		d := gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, SMCount: 132,
+			MemoryTotalBytes: 80 << 30, MemoryUsedBytes: 20 << 30, EnergyJoules: gpu.Float(float64(i) * 3000),
+			MIG: []gpu.MIGInstance{
+				{UUID: "MIG-1", GPUInstanceID: 1, Profile: "3g.40gb", SMCount: 60, MemoryTotalBytes: 40 << 30, MemoryUsedBytes: 10 << 30,
+					Activity: gpu.Activity{SMActive: gpu.Float(0.66), Source: "dcgm"}},
+				{UUID: "MIG-2", GPUInstanceID: 2, Profile: "4g.40gb", SMCount: 64, MemoryTotalBytes: 40 << 30, MemoryUsedBytes: 10 << 30}},
+			Processes: []gpu.Process{
+				{PID: 7, Name: "train", UID: -1, GPUInstanceID: 1, UsedMemoryBytes: gpu.Uint(10 << 30)},
+				{PID: 8, Name: "infer", UID: -1, GPUInstanceID: 2, UsedMemoryBytes: gpu.Uint(10 << 30)}}}
+		r := &gpu.Readings{Time: time.Unix(int64(10*i), 0), Devices: []gpu.Device{d}}
+		if i > 0 {
+			r.Interval = 10 * time.Second
+		}
+		snap = b.Build(r, gpu.SamplerStats{})
+	}
+	// train: 3000 J × 0.66 × 60/132 = 900 J; the rest idle, infer's
+	// energy (its activity unknown) absent
+	want := `
+# HELP vgpu_tenant_energy_joules_total Energy of the GPU apportioned to the tenant since the exporter started: the increase of the GPU's energy counter by the tenant's share of the GPU's activity (and of its idle energy with idle_energy: reservation); with vgpu_tenant_idle_energy_joules_total the tenants add up to the GPU's increase. Absent while no sample has known the tenant's activity, which splits it.
+# TYPE vgpu_tenant_energy_joules_total counter
+vgpu_tenant_energy_joules_total{gpu="0",tenant="train",uuid="GPU-0"} 900
+# HELP vgpu_tenant_idle_energy_joules_total Energy of the GPU since the exporter started that no tenant is charged for (the part no tenant's activity accounts for, or with idle_energy: reservation the part no tenant holds), with the parts vgpu_tenant_idle_unsampled_energy_joules_total and vgpu_tenant_idle_unattributed_energy_joules_total count apart.
+# TYPE vgpu_tenant_idle_energy_joules_total counter
+vgpu_tenant_idle_energy_joules_total{gpu="0",uuid="GPU-0"} 2100
+`
+	if err := testutil.CollectAndCompare(newExporter(t, snap, "tenant"), strings.NewReader(want),
+		"vgpu_tenant_energy_joules_total", "vgpu_tenant_idle_energy_joules_total"); err != nil {
+		t.Error(err)
+	}
+}

@@ -212,7 +212,8 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	used, reserved := activityShares(d, usage), reservations(d, usage)
 	known := activityKnown(d, usage)
 	o := m.owed[d.UUID]
-	energy, owed, unsampled := m.energyDelta(d, at, sec, o)
+	reading := m.counter(d, at)
+	energy, owed, unsampled := m.energyDelta(d.UUID, reading, at, sec, o)
 	var active, held float64
 	for _, s := range used {
 		active += s
@@ -243,7 +244,7 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	g.IdleEnergyJoules += idle
 	g.UnsampledEnergyJoules += unsampled
 	g.IdleCosts = addCost(g.IdleCosts, prices, sec*max(0, 1-held), idle)
-	if _, read := m.prevEnergy[d.UUID]; read && d.EnergyJoules == nil && sec > 0 {
+	if _, read := m.prevEnergy[d.UUID]; read && reading == nil && sec > 0 {
 		// read without its counter: owed its part of the next increase
 		if o == nil {
 			o = &owedEnergy{tenants: map[string]float64{}}
@@ -271,7 +272,7 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	if owed > 0 {
 		m.payOwed(prices, d, g, o, owed)
 	}
-	if d.EnergyJoules != nil {
+	if reading != nil {
 		delete(m.owed, d.UUID)
 	}
 	for i, u := range usage {
@@ -284,8 +285,10 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 		if known || figureKnown(d, u) {
 			knew |= figUsed
 		}
-		if rule == IdleByReservation && (known || whole) || // its part of the activity and of the rest
-			rule != IdleByReservation && knew&figUsed != 0 { // of the activity
+		// Its own activity known, its energy is: its part of the activity,
+		// with under reservation its part of the rest where that is known
+		// (where not, the rest is unattributed idle under either rule).
+		if knew&figUsed != 0 || whole {
 			knew |= figEnergy
 		}
 		if !d.MIGEnabled || u.GPUInstance == "" || fractionKnown(d, u) {
@@ -347,23 +350,49 @@ func (m *meterState) payOwed(prices *Prices, d *gpu.Device, g *GPUMeter, o *owed
 	g.IdleCosts = addCost(g.IdleCosts, prices, 0, idle)
 }
 
-// energyDelta is the increase of the GPU's energy counter since its
-// previous reading, read at at: 0 on the first reading and without a
-// counter; after a counter reset (a driver reload), the new value. Where
-// that reading is older than the sample's interval of sec seconds, the
-// increase is split by time, at the GPU's average power over it: metered
-// is the interval's part, for the sample's shares; owed the part of the
-// samples that read the GPU without its counter since (o, nil if none),
-// for theirs; unsampled the rest, the time the GPU was not read (lost),
-// which no sample's activity or reservation covers.
-func (m *meterState) energyDelta(d *gpu.Device, at time.Time, sec float64, o *owedEnergy) (metered, owed, unsampled float64) {
-	if d.EnergyJoules == nil {
+// maxDrawWatts bounds what a GPU draws, for telling a driver reload from
+// a copy of the energy counter read late: above the power limit of any
+// GPU NVML meters (an H100 SXM's is 700 W, a B200's 1000 W, a GB200's
+// 1200 W).
+const maxDrawWatts = 2000
+
+// counter is d's energy counter read at at as the meter takes it: nil
+// without one, and where it went back by more than a driver reload
+// explains. A reload restarts the counter at 0, so that its new value is
+// at most what the GPU drew since the previous reading, maxDrawWatts over
+// the time between; a counter higher than that and below the previous
+// reading is a copy read before it (dcgm-exporter's page, up to its
+// collect interval old), no reading of the counter now: the sample is one
+// read without it, and the previous reading stays the one the next
+// increase is counted from.
+func (m *meterState) counter(d *gpu.Device, at time.Time) *float64 {
+	e := d.EnergyJoules
+	if e == nil {
+		return nil
+	}
+	if prev, ok := m.prevEnergy[d.UUID]; ok && *e < prev && *e > maxDrawWatts*at.Sub(m.prevEnergyAt[d.UUID]).Seconds() {
+		return nil
+	}
+	return e
+}
+
+// energyDelta is the increase of GPU uuid's energy counter since its
+// previous reading, e (as counter takes it) read at at: 0 on the first
+// reading and without a counter; after a counter reset (a driver reload),
+// the new value. Where that reading is older than the sample's interval of
+// sec seconds, the increase is split by time, at the GPU's average power
+// over it: metered is the interval's part, for the sample's shares; owed
+// the part of the samples that read the GPU without its counter since (o,
+// nil if none), for theirs; unsampled the rest, the time the GPU was not
+// read (lost), which no sample's activity or reservation covers.
+func (m *meterState) energyDelta(uuid string, e *float64, at time.Time, sec float64, o *owedEnergy) (metered, owed, unsampled float64) {
+	if e == nil {
 		return 0, 0, 0
 	}
-	cur := *d.EnergyJoules
-	prev, ok := m.prevEnergy[d.UUID]
-	prevAt := m.prevEnergyAt[d.UUID]
-	m.prevEnergy[d.UUID], m.prevEnergyAt[d.UUID] = cur, at
+	cur := *e
+	prev, ok := m.prevEnergy[uuid]
+	prevAt := m.prevEnergyAt[uuid]
+	m.prevEnergy[uuid], m.prevEnergyAt[uuid] = cur, at
 	switch {
 	case !ok:
 		return 0, 0, 0

@@ -218,6 +218,65 @@ func TestMeterCounterEdges(t *testing.T) {
 	}
 }
 
+// Any step back of a GPU's energy counter was a driver reload, its new
+// value the increase: a copy of the counter read late (dcgm-exporter's
+// page filling a sample whose NVML read failed: 30 s behind, 9 kJ at
+// 300 W) billed the GPU's whole counter, 777.6 MJ after 30 days at 300 W,
+// to the sample's tenants. Now a step back is a reload only where the new
+// value is at most what the GPU could have drawn since the previous
+// reading (maxDrawWatts); otherwise the sample read the GPU without its
+// counter, owed its part of the next increase, which is counted from the
+// previous reading.
+func TestMeterEnergyCounterStepBack(t *testing.T) {
+	const month = 777.6e6 // J: 300 W for 30 days
+	usage := []Usage{{Tenant: "a", UUID: "GPU-0", SMActive: gpu.Float(0.5)}}
+	type read struct {
+		at     int64 // s
+		joules float64
+	}
+	for _, tc := range []struct {
+		name          string
+		reads         []read
+		wantGPU, want float64 // the GPU's energy counted, a's
+		wantUnsampled float64
+	}{
+		// 3 s at 300 W, the third sample owed its part: half of it a's
+		{"copy read late", []read{{1, month}, {2, month + 300}, {3, month + 300 - 9000}, {4, month + 900}}, 900, 450, 0},
+		{"copies read late twice", []read{{1, month}, {2, month - 9000}, {3, month - 8700}, {4, month + 900}}, 900, 450, 0},
+		{"driver reload", []read{{1, month}, {2, 250}, {3, 550}}, 550, 275, 0},
+		// 1 MJ is less than 10 min at maxDrawWatts: a reload after a gap;
+		// 1 s of the 600 s the sample's interval, the rest unsampled
+		{"driver reload across a gap", []read{{1, month}, {601, 1e6}}, 1e6, 1e6 / 600 / 2, 1e6 * 599 / 600},
+		// 1.5 MJ back after 10 min is no reload: the two samples' 2 s of
+		// the 601 s metered, the rest unsampled
+		{"copy read late across a gap", []read{{1, month}, {601, month - 1.5e6}, {602, month + 300}}, 300, 300.0 / 601, 300 * 599.0 / 601},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMeterState()
+			var meters []Meter
+			var gpus []GPUMeter
+			prev := 0.0
+			for i, r := range tc.reads {
+				rd := gpu.Readings{Time: time.Unix(100+r.at, 0), Interval: time.Second, Devices: []gpu.Device{{UUID: "GPU-0", Up: true, EnergyJoules: gpu.Float(r.joules)}}}
+				if i == 0 {
+					rd.Interval = 0
+				}
+				meters, gpus = m.meter(IdleToIdle, nil, &rd, usage)
+				if gpus[0].EnergyJoules < prev {
+					t.Errorf("sample %d: the GPU's energy counted went back from %g J to %g J", i, prev, gpus[0].EnergyJoules)
+				}
+				prev = gpus[0].EnergyJoules
+			}
+			if g := gpus[0]; math.Abs(g.EnergyJoules-tc.wantGPU) > 1e-6 || math.Abs(meters[0].EnergyJoules-tc.want) > 1e-6 ||
+				math.Abs(g.UnsampledEnergyJoules-tc.wantUnsampled) > 1e-6 {
+				t.Errorf("the GPU counted %g J (%g unsampled), a %g J; want %g J (%g unsampled), a %g J",
+					g.EnergyJoules, g.UnsampledEnergyJoules, meters[0].EnergyJoules, tc.wantGPU, tc.wantUnsampled, tc.want)
+			}
+			checkConserved(t, meters, gpus)
+		})
+	}
+}
+
 func TestIdleEnergyConfig(t *testing.T) {
 	for _, tc := range []struct {
 		yaml string
@@ -400,7 +459,10 @@ func TestMeterCountersNeverDecrease(t *testing.T) {
 // makes them known. A whole GPU whose per-process utilization was read
 // without a sample (NVML's NOT_FOUND: no process ran a kernel) knows its
 // tenants' activity, 0: its energy was all unattributed, and under
-// reservation the tenants holding it got none.
+// reservation the tenants holding it got none. Under reservation, a MIG
+// tenant whose own activity was known while another instance's was not
+// was charged its part of the activity with its energy unknown: charged,
+// not served. Its energy is known with its activity, under either rule.
 func TestMeterActivityUnknown(t *testing.T) {
 	mig := func(energy float64) gpu.Device {
 		return gpu.Device{UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, SMCount: 100, EnergyJoules: gpu.Float(energy),
@@ -435,9 +497,12 @@ func TestMeterActivityUnknown(t *testing.T) {
 		{"mig one instance unknown, idle", IdleToIdle, mig, []Usage{
 			{Tenant: "a", UUID: "GPU-0", GPUInstance: "1", SMActive: gpu.Float(0.5)}, {Tenant: "b", UUID: "GPU-0", GPUInstance: "2"}},
 			map[string]want{"a": {30, false, false}, "b": {0, true, true}}, 70},
+		// under reservation too: a's 30 J were charged and its energy
+		// unknown, a charge not served (and the tenants served and the
+		// idle energy short of the GPU's)
 		{"mig one instance unknown, reservation", IdleByReservation, mig, []Usage{
 			{Tenant: "a", UUID: "GPU-0", GPUInstance: "1", SMActive: gpu.Float(0.5)}, {Tenant: "b", UUID: "GPU-0", GPUInstance: "2"}},
-			map[string]want{"a": {30, false, true}, "b": {0, true, true}}, 70},
+			map[string]want{"a": {30, false, false}, "b": {0, true, true}}, 70},
 		// processes outside any instance hold no SMs and run nothing
 		{"mig outside instances", IdleToIdle, mig, []Usage{{Tenant: "a", UUID: "GPU-0"}},
 			map[string]want{"a": {0, false, false}}, 0},

@@ -100,6 +100,9 @@ type Source struct {
 	staleLimit *rate.Limiter        // warnings of stale series
 	matchLimit *rate.Limiter        // warnings of host GPUs the page lacks
 	mismatched map[mismatchKey]bool // device-level fields whose disagreement was logged
+	// ownEnergy are the GPUs, by UUID, whose energy counter the inner
+	// source has read: the page's copy of it never fills theirs.
+	ownEnergy map[string]bool
 }
 
 // warnEvery is the least time between two warnings of one kind.
@@ -126,7 +129,8 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 	s := &Source{inner: inner, url: u.String(), name: urlmask.DisplayURL(u.String()), timeout: opts.Timeout, maxBytes: opts.MaxBytes, maxAge: opts.MaxAge,
 		logger: opts.Logger, client: opts.Client, clock: opts.Clock,
 		failLimit: rate.NewLimiter(rate.Every(warnEvery), 1), skipLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
-		staleLimit: rate.NewLimiter(rate.Every(warnEvery), 1), matchLimit: rate.NewLimiter(rate.Every(warnEvery), 1)}
+		staleLimit: rate.NewLimiter(rate.Every(warnEvery), 1), matchLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
+		ownEnergy: map[string]bool{}}
 	if s.clock == nil {
 		s.clock = gpu.RealClock{}
 	}
@@ -187,6 +191,7 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 	if err != nil || rd == nil {
 		return rd, err
 	}
+	own := s.ownCounters(rd)
 	switch {
 	case f != nil: // read off the path, its success noted there
 	case off:
@@ -213,7 +218,7 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 		s.succeeded()
 	}
 	f, age := s.fresh(f)
-	out, odd := merge(rd, f, s.Name())
+	out, odd := merge(rd, f, s.Name(), own)
 	s.warnMismatches(odd)
 	out.DCGMExporter = s.health()
 	out.DCGMExporter.PageAgeSeconds = age
@@ -429,14 +434,39 @@ func (s *Source) scrape(ctx context.Context) (Fields, error) {
 	return f, nil
 }
 
+// ownCounters notes the GPUs whose energy counter rd has, and returns
+// those of rd's GPUs without it whose counter the inner source has read
+// before (nil if none).
+func (s *Source) ownCounters(rd *gpu.Readings) map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out map[string]bool
+	for _, d := range rd.Devices {
+		switch {
+		case d.EnergyJoules != nil:
+			s.ownEnergy[d.UUID] = true
+		case s.ownEnergy[d.UUID]:
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[d.UUID] = true
+		}
+	}
+	return out
+}
+
 // merge returns a copy of rd with the DCGM fields filled in where rd has
 // none: Activity (Source "dcgm") per GPU and MIG instance, and the device
 // readings the inner source left nil, taken from the GPU's instance series
-// where the page has none for the whole GPU (MIG mode). A MIG GPU without
+// where the page has none for the whole GPU (MIG mode), but the energy
+// counter of the GPUs in ownEnergy. The page's copy of a counter the inner
+// source reads is up to dcgm-exporter's collect interval old, behind the
+// inner source's: filling a sample whose own read of it failed would turn
+// the counter back, a counter reset to its readers. A MIG GPU without
 // activity of its own whose instances' activity comes from DCGM gets that
 // Source, with no ratios. It also returns the device-level fields whose
 // copies on the instance series disagree. rd itself is not modified.
-func merge(rd *gpu.Readings, f Fields, backend string) (*gpu.Readings, []mismatch) {
+func merge(rd *gpu.Readings, f Fields, backend string, ownEnergy map[string]bool) (*gpu.Readings, []mismatch) {
 	out := *rd
 	if backend != "" {
 		out.Backend = backend
@@ -460,7 +490,9 @@ func merge(rd *gpu.Readings, f Fields, backend string) (*gpu.Readings, []mismatc
 			fill(&d.MemClockHz, v.MemClockHz)
 			fill(&d.PowerWatts, v.PowerWatts)
 			fill(&d.TemperatureC, v.TemperatureC)
-			fill(&d.EnergyJoules, v.EnergyJoules)
+			if !ownEnergy[d.UUID] {
+				fill(&d.EnergyJoules, v.EnergyJoules)
+			}
 			if d.MemoryTotalBytes == 0 && v.FBUsedBytes != nil && v.FBFreeBytes != nil {
 				d.MemoryUsedBytes = uint64(*v.FBUsedBytes)
 				d.MemoryTotalBytes = uint64(*v.FBUsedBytes + *v.FBFreeBytes)
