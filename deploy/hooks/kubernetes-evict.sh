@@ -4,7 +4,8 @@
 # Reads a rebalancing plan (JSON, docs/backends.md "Rebalancing hook") on
 # stdin and evicts the pod of every move through the Eviction API, so that
 # PodDisruptionBudgets hold: an eviction a budget forbids fails (HTTP 429)
-# and the pod stays. The scheduler (default, KAI, HAMi, ...) places the
+# and the pod stays; a pod gone already (the API server's NotFound of it)
+# is a move made, as kubectl drain takes it. The scheduler (default, KAI, HAMi, ...) places the
 # evicted pod's replacement; a move's to_uuid is advisory here.
 # With "dry_run": true the evictions are sent with dryRun=All: the API
 # server checks them, budgets included, and changes nothing.
@@ -17,7 +18,7 @@
 # It writes no file (the chart's container has a read-only root and no
 # writable /tmp).
 # Environment: KUBECTL (default kubectl), KUBECONFIG as kubectl reads it.
-# Exit: 0 all evicted; 1 some eviction failed (stderr names each); 2 bad plan;
+# Exit: 0 all evicted (or gone already); 1 some eviction failed (stderr names each); 2 bad plan;
 # 127 jq or kubectl not found, or not an executable file (nothing done).
 set -eu
 
@@ -71,9 +72,20 @@ printf '%s\n' "$moves" | {
 		body=$(jq -cn --arg ns "$ns" --arg pod "$pod" --argjson dry "$dry" \
 			'{apiVersion: "policy/v1", kind: "Eviction", metadata: {name: $pod, namespace: $ns}}
 			 + (if $dry then {deleteOptions: {dryRun: ["All"]}} else {} end)')
-		if printf '%s' "$body" | "$KUBECTL" create --raw "/api/v1/namespaces/$ns/pods/$pod/eviction" -f - >/dev/null; then
+		# kubectl's stderr is kept to tell a pod gone already (the API
+		# server's NotFound of the pod: a move made, as kubectl drain takes
+		# it) from a failure, and passed on
+		if err=$(printf '%s' "$body" | "$KUBECTL" create --raw "/api/v1/namespaces/$ns/pods/$pod/eviction" -f - 2>&1 >/dev/null); then
+			[ -z "$err" ] || printf '%s\n' "$err" >&2
 			printf '%s\n' "evicted $ns/$pod (tenant $tenant, dry run $dry)"
 		else
+			case "$err" in
+			*"(NotFound)"*"pods \"$pod\" not found"*)
+				printf '%s\n' "gone $ns/$pod already (tenant $tenant, dry run $dry): nothing to evict"
+				continue
+				;;
+			esac
+			[ -z "$err" ] || printf '%s\n' "$err" >&2
 			printf '%s\n' "kubernetes-evict: eviction of $ns/$pod (tenant $tenant) failed; a PodDisruptionBudget may forbid it now" >&2
 			status=1
 		fi

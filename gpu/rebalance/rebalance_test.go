@@ -128,8 +128,15 @@ func TestKubernetesEvictHook(t *testing.T) {
 	ctx := context.Background()
 	second := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "train-0"}}
 	// kubectl refuses the eviction of train-0 as a budget would (HTTP 429).
-	kubectl := `case "$*" in *train-0*) if ! grep -q dryRun "$STDIN"; then echo 'Error from server (TooManyRequests): Cannot evict pod as it would violate the pod'"'"'s disruption budget.' >&2; exit 1; fi ;; esac
+	// A pod gone already is answered NotFound (a move made); a path the
+	// API server does not serve is too, but not of the pod (a failure).
+	kubectl := `case "$*" in *train-0*) if ! grep -q dryRun "$STDIN"; then echo 'Error from server (TooManyRequests): Cannot evict pod as it would violate the pod'"'"'s disruption budget.' >&2; exit 1; fi ;;
+*/gone-0/*) echo 'Error from server (NotFound): pods "gone-0" not found' >&2; exit 1 ;;
+*/nopath-0/*) echo 'Error from server (NotFound): the server could not find the requested resource' >&2; exit 1 ;;
+esac
 echo '{"kind":"Status","status":"Success"}'`
+	gone := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "gone-0"}}
+	noPath := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "nopath-0"}}
 	for _, tc := range []struct {
 		name   string
 		plan   gpu.Plan
@@ -146,6 +153,17 @@ echo '{"kind":"Status","status":"Success"}'`
 			name:   "dry run asks the API server with dryRun=All",
 			plan:   gpu.Plan{Reason: "r", DryRun: true, Moves: []gpu.Move{second}},
 			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"train-0","namespace":"jobs"},"deleteOptions":{"dryRun":["All"]}}`},
+		},
+		{
+			name:   "a pod gone already is a move made",
+			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{gone, podMove}},
+			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"gone-0","namespace":"jobs"}}`, `{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"llm-a-7d9f","namespace":"serving"}}`},
+		},
+		{
+			name:   "a NotFound not of the pod fails",
+			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{noPath}},
+			err:    "eviction of jobs/nopath-0 (tenant batch) failed",
+			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"nopath-0","namespace":"jobs"}}`},
 		},
 		{name: "a move without a pod evicts nothing", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{podMove, {Tenant: "x", Unit: "x.service"}}}, err: "exit status 2"},
 		{name: "MIG layouts refused", plan: gpu.Plan{Reason: "r", MIG: []gpu.MIGLayoutPlan{{UUID: "GPU-0", Profiles: []string{"7g.141gb"}}}}, err: "nvidia.com/mig.config"},
