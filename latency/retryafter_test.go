@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -382,5 +383,68 @@ func TestRetryAfterClockBack(t *testing.T) {
 				t.Errorf("while waiting: up %v, error %q; want down, waiting", st.SourceUp, st.LastError)
 			}
 		})
+	}
+}
+
+// TestRetryAfterOfAnotherTenantReadsDown: two tenants read one URL (told
+// apart by their matchers); a's read answered, b's later one was a 429
+// with Retry-After. A reload that restarts a's tracker at that URL takes
+// the URL's wait (not read before it) and with it the source as down:
+// source_up 0 with the 429's error, not a's last read's 1 carried over
+// while nothing is read.
+func TestRetryAfterOfAnotherTenantReadsDown(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	clock := gpu.NewManualClock(t0)
+	page := "# TYPE vllm:e2e_request_latency_seconds histogram\n"
+	for _, m := range []string{"a", "b"} {
+		page += `vllm:e2e_request_latency_seconds_bucket{model_name="` + m + `",le="0.1"} 5
+vllm:e2e_request_latency_seconds_bucket{model_name="` + m + `",le="+Inf"} 5
+vllm:e2e_request_latency_seconds_sum{model_name="` + m + `"} 1
+vllm:e2e_request_latency_seconds_count{model_name="` + m + `"} 5
+`
+	}
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if hits.Add(1) == 1 {
+			_, _ = w.Write([]byte(page))
+			return
+		}
+		w.Header().Set("Retry-After", "300")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	p := NewPool(Options{Clock: clock, HTTPClient: srv.Client()})
+	src := func(model string) *Source {
+		return &Source{URL: srv.URL + "/metrics", Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20, Matchers: map[string]string{"model_name": model}}
+	}
+	a := Spec{Name: "a", Key: "a", Source: src("a"), Window: time.Minute}
+	b := Spec{Name: "b", Key: "b", Source: src("b"), Window: time.Minute}
+	p.Set([]Spec{a}, 15*time.Second)
+	p.Refresh(context.Background()) // a's read: answered
+	if st, _ := p.Status("a"); !st.SourceUp {
+		t.Fatalf("a's first read: up %v (%q), want up", st.SourceUp, st.LastError)
+	}
+	clock.Advance(5 * time.Second)
+	p.Set([]Spec{a, b}, 15*time.Second)
+	p.mu.Lock()
+	trb := p.trackers["b"]
+	p.mu.Unlock()
+	p.scrape(context.Background(), trb, clock.Now()) // b's read alone: 429, Retry-After 300
+	if st, _ := p.Status("b"); st.SourceUp || !strings.Contains(st.LastError, "429") {
+		t.Fatalf("b's read: up %v (%q), want down with the 429", st.SourceUp, st.LastError)
+	}
+	clock.Advance(5 * time.Second)
+	a.Key = "a2" // a's SLO changed: a new tracker at the same URL
+	p.Set([]Spec{a, b}, 15*time.Second)
+	for range 4 {
+		p.Refresh(context.Background())
+		st, _ := p.Status("a")
+		if st.SourceUp || !st.SourceRead || !strings.Contains(st.LastError, "Retry-After") {
+			t.Errorf("+%v: a up %v, read %v, error %q; want down (read), waiting out the URL's Retry-After", clock.Now().Sub(t0), st.SourceUp, st.SourceRead, st.LastError)
+		}
+		clock.Advance(15 * time.Second)
+	}
+	if n := hits.Load(); n != 2 {
+		t.Errorf("%d reads of the URL, want 2: none during its wait", n)
 	}
 }
