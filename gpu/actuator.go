@@ -365,10 +365,14 @@ func (m Move) Processes() []uint32 {
 	return []uint32{m.PID}
 }
 
-// Pod names a Kubernetes pod.
+// Pod names a Kubernetes pod: by namespace and name, and where known by
+// the UID of the pod the process runs in (its cgroup's), which an eviction
+// gives as its precondition: a pod of the same name made since (a
+// StatefulSet's replacement) is not the one planned, and is not evicted.
 type Pod struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
+	UID       string `json:"uid,omitempty"`
 }
 
 // MIGLayoutPlan replaces a GPU's MIG instances with these profiles once the

@@ -542,7 +542,8 @@ func TestReloadDropsRemovedTenantsCounters(t *testing.T) {
 
 // TestUsageWorkloads: each attributed process carries what runs it where
 // the attribution knows it: the pod that holds its GPU (pod resources),
-// the systemd service of its cgroup; a process with neither has none.
+// with the UID of its cgroup's pod (an eviction's precondition), the
+// systemd service of its cgroup; a process with neither has none.
 func TestUsageWorkloads(t *testing.T) {
 	pods := kube.NewMapping(&podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{{
 		Name: "chat-0", Namespace: "llm",
@@ -571,7 +572,7 @@ func TestUsageWorkloads(t *testing.T) {
 		t.Errorf("train workloads %s, want %s", got, want)
 	}
 	if len(chat.Workloads) != 1 || chat.Workloads[0].PID != 70 || chat.Workloads[0].Pod == nil ||
-		*chat.Workloads[0].Pod != (gpu.Pod{Namespace: "llm", Name: "chat-0"}) || chat.Workloads[0].Unit != "" {
+		*chat.Workloads[0].Pod != (gpu.Pod{Namespace: "llm", Name: "chat-0", UID: "0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5"}) || chat.Workloads[0].Unit != "" {
 		t.Errorf("chat workloads %+v", chat.Workloads)
 	}
 }

@@ -30,6 +30,9 @@ type subject struct {
 	gi      int // -1 when not in a MIG instance
 	vgpu    *gpu.VGPUInstance
 	pod     *kube.PodRef
+	// podUID is the UID of the pod the process runs in: its cgroup's, else
+	// the pod's as resolved (gpu.Pod.UID)
+	podUID string
 	// podOfCgroup is true when pod, if any, was read from the cgroup path
 	// alone (no pod mapping): it is then a function of cgroup
 	podOfCgroup bool
@@ -47,6 +50,10 @@ const maxHolders = 256
 // name its container, the containers it may be in.
 func placeInPod(sub *subject, podMap *kube.Mapping, cg kube.CgroupInfo, ids []string) {
 	sub.pod = podMap.ResolvePod(cg, ids...)
+	sub.podUID = cg.PodUID
+	if sub.podUID == "" && sub.pod != nil {
+		sub.podUID = sub.pod.UID
+	}
 	sub.podOfCgroup = podMap == nil
 	sub.holders = podMap.Holders(cg, sub.pod, maxHolders, ids...)
 }
@@ -56,7 +63,7 @@ func placeInPod(sub *subject, podMap *kube.Mapping, cg kube.CgroupInfo, ids []st
 func (sub *subject) workload() (Workload, bool) {
 	w := Workload{PID: sub.pid}
 	if sub.pod != nil && sub.pod.Name != "" && sub.pod.Namespace != "" {
-		w.Pod = &gpu.Pod{Namespace: sub.pod.Namespace, Name: sub.pod.Name}
+		w.Pod = &gpu.Pod{Namespace: sub.pod.Namespace, Name: sub.pod.Name, UID: sub.podUID}
 	}
 	if sub.cgroup != "" {
 		w.Unit = kube.SystemdService(sub.cgroup)

@@ -4,7 +4,8 @@
 # Reads a rebalancing plan (JSON, docs/backends.md "Rebalancing hook") on
 # stdin and evicts the pod of every move through the Eviction API, so that
 # PodDisruptionBudgets hold: an eviction a budget forbids fails (HTTP 429)
-# and the pod stays; a pod gone already (the API server's NotFound of it)
+# and the pod stays; a move's pod uid, where given, is the eviction's
+# precondition (a pod of the name made since is not evicted); a pod gone already (the API server's NotFound of it)
 # is a move made, as kubectl drain takes it. The scheduler (default, KAI, HAMi, ...) places the
 # evicted pod's replacement; a move's to_uuid is advisory here.
 # With "dry_run": true the evictions are sent with dryRun=All: the API
@@ -51,27 +52,31 @@ dry=$(printf '%s' "$plan" | jq '.dry_run == true')
 
 # fields split by the unit separator: a tab run would merge empty fields;
 # the moves are kept in a variable and piped, never in a file
-moves=$(printf '%s' "$plan" | jq -r '.moves // [] | .[] | [.tenant // "", .pod.namespace // "", .pod.name // ""] | map(tostring | gsub("[\u0000-\u001f]"; "?")) | join("\u001f")')
+moves=$(printf '%s' "$plan" | jq -r '.moves // [] | .[] | [.tenant // "", .pod.namespace // "", .pod.name // "", .pod.uid // ""] | map(tostring | gsub("[\u0000-\u001f]"; "?")) | join("\u001f")')
 [ -n "$moves" ] || exit 0
 
 # Check every move before evicting anything (each loop runs in a subshell
 # of its pipe: its exit status is the script's).
 sep=$(printf '\037')
-printf '%s\n' "$moves" | while IFS="$sep" read -r tenant ns pod; do
+printf '%s\n' "$moves" | while IFS="$sep" read -r tenant ns pod uid; do
 	case "$ns" in '' | *[!a-z0-9.-]*) ns_bad=1 ;; *) ns_bad=0 ;; esac
 	case "$pod" in '' | *[!a-z0-9.-]*) pod_bad=1 ;; *) pod_bad=0 ;; esac
-	if [ "$ns_bad" = 1 ] || [ "$pod_bad" = 1 ]; then
-		printf '%s\n' "kubernetes-evict: the move of tenant '$tenant' names no valid pod (namespace '$ns', name '$pod')" >&2
+	case "$uid" in *[!a-f0-9-]*) uid_bad=1 ;; *) uid_bad=0 ;; esac
+	if [ "$ns_bad" = 1 ] || [ "$pod_bad" = 1 ] || [ "$uid_bad" = 1 ]; then
+		printf '%s\n' "kubernetes-evict: the move of tenant '$tenant' names no valid pod (namespace '$ns', name '$pod', uid '$uid')" >&2
 		exit 2
 	fi
 done || exit
 
 printf '%s\n' "$moves" | {
 	status=0
-	while IFS="$sep" read -r tenant ns pod; do
-		body=$(jq -cn --arg ns "$ns" --arg pod "$pod" --argjson dry "$dry" \
+	while IFS="$sep" read -r tenant ns pod uid; do
+		# the pod's UID, where the plan gives it, is the eviction's
+		# precondition: a pod of the name made since is not evicted
+		body=$(jq -cn --arg ns "$ns" --arg pod "$pod" --arg uid "$uid" --argjson dry "$dry" \
 			'{apiVersion: "policy/v1", kind: "Eviction", metadata: {name: $pod, namespace: $ns}}
-			 + (if $dry then {deleteOptions: {dryRun: ["All"]}} else {} end)')
+			 + (if $dry or $uid != "" then {deleteOptions: ((if $dry then {dryRun: ["All"]} else {} end)
+			    + (if $uid != "" then {preconditions: {uid: $uid}} else {} end))} else {} end)')
 		# kubectl's stderr is kept to tell a pod gone already (the API
 		# server's NotFound of the pod: a move made, as kubectl drain takes
 		# it) from a failure, and passed on
@@ -83,6 +88,14 @@ printf '%s\n' "$moves" | {
 			*"(NotFound)"*"pods \"$pod\" not found"*)
 				printf '%s\n' "gone $ns/$pod already (tenant $tenant, dry run $dry): nothing to evict"
 				continue
+				;;
+			*"(Conflict)"*"recondition"*)
+				[ -z "$uid" ] || {
+					printf '%s\n' "$err" >&2
+					printf '%s\n' "kubernetes-evict: eviction of $ns/$pod (tenant $tenant) failed: it is not the pod planned (uid $uid), made since; not evicted" >&2
+					status=1
+					continue
+				}
 				;;
 			esac
 			[ -z "$err" ] || printf '%s\n' "$err" >&2

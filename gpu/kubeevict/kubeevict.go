@@ -249,19 +249,32 @@ type eviction struct {
 		Name      string `json:"name"`
 		Namespace string `json:"namespace"`
 	} `json:"metadata"`
-	DeleteOptions *struct {
-		DryRun []string `json:"dryRun"`
-	} `json:"deleteOptions,omitempty"`
+	DeleteOptions *deleteOptions `json:"deleteOptions,omitempty"`
+}
+
+// deleteOptions are an Eviction's: a dry run, and the UID of the pod
+// meant (a precondition: a pod of its name made since is not evicted).
+type deleteOptions struct {
+	DryRun        []string `json:"dryRun,omitempty"`
+	Preconditions *struct {
+		UID string `json:"uid"`
+	} `json:"preconditions,omitempty"`
 }
 
 // evict sends one Eviction for pod.
 func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
 	body := eviction{APIVersion: "policy/v1", Kind: "Eviction"}
 	body.Metadata.Name, body.Metadata.Namespace = pod.Name, pod.Namespace
+	if dryRun || pod.UID != "" {
+		body.DeleteOptions = &deleteOptions{}
+	}
 	if dryRun {
-		body.DeleteOptions = &struct {
-			DryRun []string `json:"dryRun"`
-		}{DryRun: []string{"All"}}
+		body.DeleteOptions.DryRun = []string{"All"}
+	}
+	if pod.UID != "" {
+		body.DeleteOptions.Preconditions = &struct {
+			UID string `json:"uid"`
+		}{pod.UID}
 	}
 	data, err := json.Marshal(body)
 	if err != nil {
@@ -299,6 +312,10 @@ func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
 		// anything else (a proxy's, a wrong --kubernetes.api-server path)
 		// fails as any other status does
 		return fmt.Errorf("%w (HTTP %s: %s)", errPodGone, status, msg)
+	case resp.StatusCode == http.StatusConflict && pod.UID != "":
+		// the precondition's refusal: the pod of this name is another
+		// than the one whose process was planned (made since), left be
+		return fmt.Errorf("HTTP %s: the pod %s/%s is not the one planned (UID %s): made since, not evicted: %s", status, pod.Namespace, pod.Name, pod.UID, msg)
 	case resp.StatusCode == http.StatusTooManyRequests:
 		return fmt.Errorf("%w (HTTP %s: %s)", ErrBudget, status, msg)
 	default:

@@ -56,11 +56,15 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(code)
 	msg := map[int]string{
+		http.StatusConflict:        "Precondition failed: UID in precondition: " + uidMeant + ", UID in object meta: 9e5c8d1a-0000-4000-8000-000000000001",
 		http.StatusTooManyRequests: "Cannot evict pod as it would violate the pod's disruption budget.",
 		http.StatusForbidden:       `pods "p" is forbidden: cannot create resource "pods/eviction"`,
 	}[code]
 	_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "code": code, "message": msg})
 }
+
+// uidMeant is the UID of the pod a plan's process runs in.
+const uidMeant = "0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5"
 
 // notFoundElse, in apiServer.codes, answers a 404 that is not the API
 // server's Status of the pod (a proxy's, a wrong path's).
@@ -82,7 +86,8 @@ func TestRebalance(t *testing.T) {
 		refused  bool     // the error is gpu.ErrBusy: every eviction refused by a budget
 		applied  []int    // the moves a *gpu.PartialError says were made; none: no PartialError
 		noToken  bool
-		rotateTo string // the token file's content before a second run
+		rotateTo string   // the token file's content before a second run
+		uids     []string // each request's precondition UID ("": none)
 	}{
 		{name: "evicted", plan: gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
 			paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}},
@@ -115,6 +120,14 @@ func TestRebalance(t *testing.T) {
 			codes:  map[string]int{"x/a-0": 429},
 			paths:  []string{"/api/v1/namespaces/x/pods/a-0/eviction", "/api/v1/namespaces/y/pods/b-0/eviction"},
 			errHas: []string{"eviction of x/a-0"}, budget: true, applied: []int{1}},
+		{name: "the pod's UID sent as the precondition",
+			plan:  gpu.Plan{Moves: []gpu.Move{{Tenant: "train", Pod: &gpu.Pod{Namespace: "ml", Name: "train-0", UID: uidMeant}}, move("b", "y", "b-0")}},
+			paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction", "/api/v1/namespaces/y/pods/b-0/eviction"}, uids: []string{uidMeant, ""}},
+		{name: "a pod of the name made since is not evicted: failed",
+			plan:  gpu.Plan{Moves: []gpu.Move{{Tenant: "train", Pod: &gpu.Pod{Namespace: "ml", Name: "train-0", UID: uidMeant}}}},
+			codes: map[string]int{"ml/train-0": http.StatusConflict},
+			paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}, uids: []string{uidMeant},
+			errHas: []string{"eviction of ml/train-0 (tenant train)", "409", "not the one planned (UID " + uidMeant + ")", "Precondition failed"}},
 		{name: "a pod gone already counts as moved", plan: gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
 			codes: map[string]int{"ml/train-0": 404}, paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}},
 		{name: "gone, refused by a budget: applied in part",
@@ -200,6 +213,17 @@ func TestRebalance(t *testing.T) {
 				}
 				if dry := r.body.DeleteOptions != nil && len(r.body.DeleteOptions.DryRun) == 1 && r.body.DeleteOptions.DryRun[0] == "All"; dry != tc.dryRun {
 					t.Errorf("request %d: dryRun=All %v, want %v", i, dry, tc.dryRun)
+				}
+				uid := ""
+				if r.body.DeleteOptions != nil && r.body.DeleteOptions.Preconditions != nil {
+					uid = r.body.DeleteOptions.Preconditions.UID
+				}
+				want := ""
+				if i < len(tc.uids) {
+					want = tc.uids[i]
+				}
+				if uid != want {
+					t.Errorf("request %d: precondition UID %q, want %q", i, uid, want)
 				}
 			}
 		})

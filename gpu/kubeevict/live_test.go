@@ -30,9 +30,10 @@ func (c *counting) RoundTrip(r *http.Request) (*http.Response, error) {
 // end-to-end test (test/kube) runs it with the release's service account
 // token and the cluster's CA, before and after the chart grants evictions
 // and under a PodDisruptionBudget. Elsewhere it skips. VGPU_EVICT_WANT
-// says the outcome: forbidden (403), budget (429), evicted, or gone (the
-// pod gone already: the API server's NotFound, taken as moved); each is
-// one request, never retried.
+// says the outcome: forbidden (403), budget (429), evicted, gone (the
+// pod gone already: the API server's NotFound, taken as moved) or replaced
+// (VGPU_EVICT_UID, the precondition, another pod's: 409, not evicted); each
+// is one request, never retried.
 func TestLiveCluster(t *testing.T) {
 	api := os.Getenv("VGPU_EVICT_API")
 	if api == "" {
@@ -48,9 +49,9 @@ func TestLiveCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, pod := os.Getenv("VGPU_EVICT_NAMESPACE"), os.Getenv("VGPU_EVICT_POD")
+	ns, pod, uid := os.Getenv("VGPU_EVICT_NAMESPACE"), os.Getenv("VGPU_EVICT_POD"), os.Getenv("VGPU_EVICT_UID")
 	err = e.Rebalance(context.Background(), gpu.Plan{Reason: "end-to-end test",
-		Moves: []gpu.Move{{Tenant: "e2e", Pod: &gpu.Pod{Namespace: ns, Name: pod}}}})
+		Moves: []gpu.Move{{Tenant: "e2e", Pod: &gpu.Pod{Namespace: ns, Name: pod, UID: uid}}}})
 	want := os.Getenv("VGPU_EVICT_WANT")
 	fmt.Printf("built-in eviction of %s/%s: %d request(s), error: %v\n", ns, pod, rt.n.Load(), err)
 	if rt.n.Load() != 1 {
@@ -60,6 +61,10 @@ func TestLiveCluster(t *testing.T) {
 	case "evicted":
 		if err != nil {
 			t.Fatal(err)
+		}
+	case "replaced":
+		if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "not the one planned (UID "+uid+")") {
+			t.Fatalf("error %v, want the precondition's refusal (409): the pod is not the one of UID %s", err, uid)
 		}
 	case "gone":
 		if err != nil {
@@ -74,6 +79,6 @@ func TestLiveCluster(t *testing.T) {
 			t.Fatalf("error %v, want 403 on pods/eviction", err)
 		}
 	default:
-		t.Fatalf("VGPU_EVICT_WANT %q: forbidden, budget, evicted or gone", want)
+		t.Fatalf("VGPU_EVICT_WANT %q: forbidden, budget, evicted, gone or replaced", want)
 	}
 }

@@ -87,6 +87,7 @@ func TestValidate(t *testing.T) {
 		{"empty", gpu.Plan{}, "neither moves nor MIG layouts"},
 		{"no workload", gpu.Plan{Moves: []gpu.Move{{Tenant: "t"}}}, `move 1 (tenant "t") names no workload`},
 		{"bad pod", gpu.Plan{Moves: []gpu.Move{{Tenant: "t", Pod: &gpu.Pod{Namespace: "a/../b", Name: "p"}}}}, "not a valid Kubernetes name"},
+		{"bad pod UID", gpu.Plan{Moves: []gpu.Move{{Tenant: "t", Pod: &gpu.Pod{Namespace: "a", Name: "p", UID: `x"}`}}}}, "is not a Kubernetes UID"},
 		{"bad unit", gpu.Plan{Moves: []gpu.Move{{Tenant: "t", Unit: "../x.service"}}}, "not a systemd unit name"},
 		{"to itself", gpu.Plan{Moves: []gpu.Move{{Tenant: "t", PID: 4, FromUUID: "GPU-0", ToUUID: "GPU-0"}}}, "to itself"},
 		{"MIG without profiles", gpu.Plan{MIG: []gpu.MIGLayoutPlan{{UUID: "GPU-0"}}}, "MIG layout 1"},
@@ -133,10 +134,16 @@ func TestKubernetesEvictHook(t *testing.T) {
 	kubectl := `case "$*" in *train-0*) if ! grep -q dryRun "$STDIN"; then echo 'Error from server (TooManyRequests): Cannot evict pod as it would violate the pod'"'"'s disruption budget.' >&2; exit 1; fi ;;
 */gone-0/*) echo 'Error from server (NotFound): pods "gone-0" not found' >&2; exit 1 ;;
 */nopath-0/*) echo 'Error from server (NotFound): the server could not find the requested resource' >&2; exit 1 ;;
+*/made-0/*) echo 'Error from server (Conflict): Precondition failed: UID in precondition: 0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5, UID in object meta: 9e5c8d1a-0000-4000-8000-000000000001' >&2; exit 1 ;;
 esac
 echo '{"kind":"Status","status":"Success"}'`
 	gone := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "gone-0"}}
 	noPath := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "nopath-0"}}
+	// the UID of the pod planned, sent as the precondition; made-0's is
+	// another pod of the name now (made since)
+	const uid = "0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5"
+	withUID := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "train-1", UID: uid}}
+	madeSince := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "made-0", UID: uid}}
 	for _, tc := range []struct {
 		name   string
 		plan   gpu.Plan
@@ -158,6 +165,22 @@ echo '{"kind":"Status","status":"Success"}'`
 			name:   "a pod gone already is a move made",
 			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{gone, podMove}},
 			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"gone-0","namespace":"jobs"}}`, `{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"llm-a-7d9f","namespace":"serving"}}`},
+		},
+		{
+			name:   "the pod's UID is the precondition",
+			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{withUID}},
+			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"train-1","namespace":"jobs"},"deleteOptions":{"preconditions":{"uid":"` + uid + `"}}}`},
+		},
+		{
+			name:   "the pod's UID is the precondition of a dry run",
+			plan:   gpu.Plan{Reason: "r", DryRun: true, Moves: []gpu.Move{withUID}},
+			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"train-1","namespace":"jobs"},"deleteOptions":{"dryRun":["All"],"preconditions":{"uid":"` + uid + `"}}}`},
+		},
+		{
+			name:   "a pod of the name made since is not evicted",
+			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{madeSince}},
+			err:    "it is not the pod planned (uid " + uid + "), made since; not evicted",
+			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"made-0","namespace":"jobs"},"deleteOptions":{"preconditions":{"uid":"` + uid + `"}}}`},
 		},
 		{
 			name:   "a NotFound not of the pod fails",

@@ -63,8 +63,16 @@ func (c *cluster) releaseTokenFile() string { return c.path("release.token") }
 // (gpu/kubeevict, --tuner.rebalance-hook=builtin:kubernetes-evict) and the
 // release's token (releaseKubeconfig writes it): its test TestLiveCluster,
 // built from the repository, checks one request and the outcome want
-// (forbidden, budget, evicted or gone).
+// (forbidden, budget, evicted, gone or replaced).
 func (c *cluster) runBuiltinEviction(ctx context.Context, p podRef, want string) {
+	c.t.Helper()
+	c.runBuiltinEvictionOf(ctx, p, "", want)
+}
+
+// runBuiltinEvictionOf is runBuiltinEviction of p's pod with uid (none:
+// "") as the eviction's precondition (outcome replaced: the pod of the
+// name is another).
+func (c *cluster) runBuiltinEvictionOf(ctx context.Context, p podRef, uid, want string) {
 	t := c.t
 	t.Helper()
 	bin := c.path("kubeevict.test")
@@ -75,7 +83,7 @@ func (c *cluster) runBuiltinEviction(ctx context.Context, p podRef, want string)
 	}
 	out, err := run(ctx, c.dir, []string{"VGPU_EVICT_API=" + c.rest.Host, "VGPU_EVICT_CA=" + c.rest.CAFile,
 		"VGPU_EVICT_TOKEN=" + c.releaseTokenFile(), "VGPU_EVICT_NAMESPACE=" + p.namespace, "VGPU_EVICT_POD=" + p.name,
-		"VGPU_EVICT_WANT=" + want}, bin, "-test.run=^TestLiveCluster$", "-test.v", "-test.count=1")
+		"VGPU_EVICT_UID=" + uid, "VGPU_EVICT_WANT=" + want}, bin, "-test.run=^TestLiveCluster$", "-test.v", "-test.count=1")
 	if err != nil || !strings.Contains(out, "--- PASS: TestLiveCluster") {
 		t.Fatalf("built-in eviction of %s, want %s: %v\n%s", p, want, err, out)
 	}
@@ -195,7 +203,14 @@ func (c *cluster) checkRebalancingHook(ctx context.Context, p podRef) []podRef {
 	if got, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{}); err != nil || got.UID != before.UID || got.DeletionTimestamp != nil {
 		t.Fatalf("pod %s/%s was disrupted by a dry run: %v", p.namespace, p.name, err)
 	}
-	c.runBuiltinEviction(ctx, p, "evicted")
+	// With another pod's UID as its precondition (the pod planned replaced
+	// since by one of its name), the API server refuses the eviction and
+	// the pod stays; with its own, it is evicted.
+	c.runBuiltinEvictionOf(ctx, p, "9e5c8d1a-0000-4000-8000-000000000001", "replaced")
+	if got, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{}); err != nil || got.UID != before.UID || got.DeletionTimestamp != nil {
+		t.Fatalf("pod %s/%s was disrupted by an eviction whose precondition names another pod: %v", p.namespace, p.name, err)
+	}
+	c.runBuiltinEvictionOf(ctx, p, string(before.UID), "evicted")
 	// The Deployment's new pod replaces the evicted one and gets a GPU.
 	c.waitPodGone(ctx, p)
 	// An eviction of the pod gone already is a move made (as kubectl
