@@ -163,7 +163,7 @@ func connectParams(refresh, timeout time.Duration) grpc.ConnectParams {
 func (k *kubeClient) close() error { return k.conn.Close() }
 
 // list asks the kubelet which containers hold which devices; an answer of
-// more than maxAnswerDeviceIDs is refused.
+// more than maxAnswerDeviceIDs GPU device IDs is refused.
 func (k *kubeClient) list(ctx context.Context) (*podresourcesv1.ListPodResourcesResponse, error) {
 	cctx, cancel := context.WithTimeout(ctx, k.timeout)
 	defer cancel()
@@ -172,7 +172,7 @@ func (k *kubeClient) list(ctx context.Context) (*podresourcesv1.ListPodResources
 		return nil, fmt.Errorf("kubelet pod-resources socket %s: List: %w", k.socket, err)
 	}
 	if n := answerDeviceIDs(resp); n > maxAnswerDeviceIDs {
-		return nil, fmt.Errorf("kubelet pod-resources socket %s: List: an answer of %d device IDs, more than %d, all containers together", k.socket, n, maxAnswerDeviceIDs)
+		return nil, fmt.Errorf("kubelet pod-resources socket %s: List: an answer of %d GPU device IDs, more than %d, all containers together", k.socket, n, maxAnswerDeviceIDs)
 	}
 	return resp, nil
 }

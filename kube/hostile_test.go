@@ -102,19 +102,28 @@ func TestKubeletGarbageSocket(t *testing.T) {
 	}
 }
 
-// A pod-resources answer of more than 100,000 device IDs, all containers
-// together (under the 16 MiB message limit: 1.4 million short ones fit),
-// is refused, naming the socket and the count, and the last good mapping
-// is kept: each became a container's hold on a device of the mapping,
-// hundreds of MiB allocated at every refresh. One at the limit is mapped.
+// A pod-resources answer of more than 100,000 GPU device IDs, all
+// containers together (under the 16 MiB message limit: 1.4 million short
+// ones fit), is refused, naming the socket and the count, and the last
+// good mapping is kept: each became a container's hold on a device of the
+// mapping, hundreds of MiB allocated at every refresh. One at the limit is
+// mapped, however many IDs of other devices (left out of the mapping) it
+// has besides: a device plugin giving one per MiB of memory made three
+// pods of 40,000 MiB refuse the node's answer, its GPU pods never mapped.
 func TestKubeletAnswerPastDeviceIDLimit(t *testing.T) {
 	const limit = 100_000
-	ids := func(n int) []string {
+	idsOf := func(prefix string, n int) []string {
 		out := make([]string, n)
 		for i := range out {
-			out[i] = fmt.Sprintf("GPU-x%d", i)
+			out[i] = fmt.Sprintf("%s%d", prefix, i)
 		}
 		return out
+	}
+	ids := func(n int) []string { return idsOf("GPU-x", n) }
+	withOthers := pod("x", "p", "c", "nvidia.com/gpu", ids(limit)...)
+	for i := range 3 {
+		withOthers.Containers = append(withOthers.Containers, &podresourcesv1.ContainerResources{Name: fmt.Sprintf("m%d", i),
+			Devices: []*podresourcesv1.ContainerDevices{{ResourceName: "example.com/memory-mib", DeviceIds: idsOf(fmt.Sprintf("mib%d-", i), 40_000)}}})
 	}
 	claims := func(n int) []*podresourcesv1.DynamicResource {
 		cr := make([]*podresourcesv1.ClaimResource, n)
@@ -132,6 +141,7 @@ func TestKubeletAnswerPastDeviceIDLimit(t *testing.T) {
 		refused string // the count the error names; "" for mapped
 	}{
 		{"at the limit", pod("x", "p", "c", "nvidia.com/gpu", ids(limit)...), ""},
+		{"at the limit, with 120,000 IDs of other devices", withOthers, ""},
 		{"one past it", pod("x", "p", "c", "nvidia.com/gpu", ids(limit+1)...), "100001"},
 		{"past it with dynamic resources", withClaims, "100002"},
 	} {
@@ -158,8 +168,8 @@ func TestKubeletAnswerPastDeviceIDLimit(t *testing.T) {
 			if st.Up || st.ErrorsTotal != 1 || st.PodsMapped != 1 || len(m.Mapping().PodsOn("GPU-a")) != 1 {
 				t.Errorf("%+v, GPU-a held by %v: want the answer refused, the last good mapping (chat-0) kept", st, m.Mapping().PodsOn("GPU-a"))
 			}
-			if l := logs.String(); !strings.Contains(l, sock) || !strings.Contains(l, tc.refused+" device IDs, more than 100000") {
-				t.Errorf("the refusal is not logged naming the socket and %s device IDs:\n%.1000s", tc.refused, l)
+			if l := logs.String(); !strings.Contains(l, sock) || !strings.Contains(l, tc.refused+" GPU device IDs, more than 100000") {
+				t.Errorf("the refusal is not logged naming the socket and %s GPU device IDs:\n%.1000s", tc.refused, l)
 			}
 		})
 	}

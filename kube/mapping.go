@@ -149,28 +149,44 @@ func (m *Mapping) Oversized() (int, string) {
 	return m.oversized, m.oversizedFirst
 }
 
-// maxAnswerDeviceIDs bounds the device IDs of a pod-resources answer, all
-// its containers together: each becomes a container's hold on a device of
-// the mapping, a hundred bytes or more from a dozen of the answer, so an
-// answer of 15 MiB of short IDs (1.4 million, within gRPC's 16 MiB) was
-// held as 176 MiB, built in seconds of CPU with 787 MiB allocated, at every
-// refresh. A node's containers hold a few hundred (8 GPUs of 48
-// time-slicing replicas each: 384).
+// maxAnswerDeviceIDs bounds the GPU device IDs of a pod-resources answer,
+// all its containers together: each becomes a container's hold on a
+// device of the mapping, a hundred bytes or more from a dozen of the
+// answer, so an answer of 15 MiB of short IDs (1.4 million, within gRPC's
+// 16 MiB) was held as 176 MiB, built in seconds of CPU with 787 MiB
+// allocated, at every refresh. A node's containers hold a few hundred (8
+// GPUs of 48 time-slicing replicas each: 384). The IDs of other devices,
+// which the mapping leaves out, are not counted: a device plugin may give
+// one per unit of a resource (a MiB of memory, a CPU core), thousands to a
+// pod.
 const maxAnswerDeviceIDs = 100_000
 
-// answerDeviceIDs counts the device IDs of a pod-resources answer, all its
-// containers together: those of device plugins, and the device and CDI
-// device names of dynamic resource allocation.
+// answerDeviceIDs counts the device IDs of a pod-resources answer that the
+// mapping would hold, all its containers together: those of device
+// plugins that name a GPU or MIG device (gpuDevice), and the device and
+// CDI device names of dynamic resource allocation that are a UUID
+// (draDeviceIDs).
 func answerDeviceIDs(resp *podresourcesv1.ListPodResourcesResponse) int {
 	n := 0
 	for _, pr := range resp.GetPodResources() {
 		for _, c := range pr.GetContainers() {
 			for _, d := range c.GetDevices() {
-				n += len(d.GetDeviceIds())
+				for _, id := range d.GetDeviceIds() {
+					if len(id) <= maxDeviceIDLen && gpuDevice(d.GetResourceName(), id) != "" {
+						n++
+					}
+				}
 			}
 			for _, dr := range c.GetDynamicResources() {
 				for _, cr := range dr.GetClaimResources() {
-					n += 1 + len(cr.GetCdiDevices())
+					if isDeviceUUID(cr.GetDeviceName()) {
+						n++
+					}
+					for _, cdi := range cr.GetCdiDevices() {
+						if isDeviceUUID(cdiDeviceName(cdi.GetName())) {
+							n++
+						}
+					}
 				}
 			}
 		}
@@ -271,11 +287,7 @@ func draDeviceIDs(drs []*podresourcesv1.DynamicResource) []string {
 		for _, cr := range dr.GetClaimResources() {
 			names := []string{cr.GetDeviceName()}
 			for _, cdi := range cr.GetCdiDevices() {
-				n := cdi.GetName()
-				if i := strings.LastIndex(n, "="); i >= 0 {
-					n = n[i+1:]
-				}
-				names = append(names, n)
+				names = append(names, cdiDeviceName(cdi.GetName()))
 			}
 			for _, n := range names {
 				if isDeviceUUID(n) && !seen[n] {
@@ -286,6 +298,15 @@ func draDeviceIDs(drs []*podresourcesv1.DynamicResource) []string {
 		}
 	}
 	return out
+}
+
+// cdiDeviceName is the device's name in a CDI device name
+// (vendor/class=NAME).
+func cdiDeviceName(n string) string {
+	if i := strings.LastIndex(n, "="); i >= 0 {
+		return n[i+1:]
+	}
+	return n
 }
 
 // isDeviceUUID says whether id is an NVML GPU or MIG device UUID.
@@ -348,20 +369,25 @@ func (m *Mapping) podsOn(ids ...string) []PodRef {
 //     does, or the single pod whose containers hold them (which of them is
 //     not known: no container), leaving out the pods that pod metadata
 //     knows by a UID other than the cgroup's (the process is in none of
-//     them: a pod that holds no GPU of its own, the metadata not yet read),
-//     where the metadata is current: stale, it may know by its
-//     predecessor's UID a pod replaced since by one of the same name, the
-//     process's, which is then given its predecessor's labels;
+//     them: a pod that holds no GPU of its own, the metadata not yet read);
+//     stale, the metadata may know by its predecessor's UID a pod replaced
+//     since by one of the same name, the process's: such pods are kept
+//     where no other pod holds the device(s), and the process is then given
+//     its predecessor's labels (a pod new since the last good read that
+//     holds a replica of its own is not given a replaced one's);
 //  3. otherwise a pod known only by its UID.
 //
 // Where it names no container, Holders lists those it may be in.
 func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 	cands := m.podsOn(deviceIDs...)
-	if cg.PodUID != "" && m != nil && len(m.metaByName) > 0 && !m.metaStale {
-		cands = slices.DeleteFunc(slices.Clone(cands), func(c PodRef) bool {
+	if cg.PodUID != "" && m != nil && len(m.metaByName) > 0 {
+		others := slices.DeleteFunc(slices.Clone(cands), func(c PodRef) bool {
 			md := m.metaByName[c.Namespace+"/"+c.Name]
 			return md != nil && md.UID != cg.PodUID
 		})
+		if len(others) > 0 || !m.metaStale { // (stale: none other left, a replaced pod's maybe)
+			cands = others
+		}
 	}
 	if cg.PodUID != "" && m != nil {
 		if md := m.meta[cg.PodUID]; md != nil {
@@ -413,17 +439,18 @@ func onePod(refs []PodRef) bool {
 // device) of cgroup facts cg, which ResolvePod placed at ref, may be in,
 // where ref does not name its container: the containers of ref's pod,
 // where ref names a pod; else every holder whose pod is not known (from
-// current pod metadata) by a UID other than cg's. Each is given as
-// ResolvePod would give it, with its pod's labels and UID (cg's pod UID
-// where the metadata does not know it, or knows another and is stale: a
-// predecessor's). None where ref names its container, and
+// pod metadata) by a UID other than cg's, or, the metadata stale and no
+// such holder left, those it knows by another (a predecessor's, maybe, as
+// in ResolvePod). Each is given as ResolvePod would give it, with its
+// pod's labels and UID (cg's pod UID where the metadata does not know it,
+// or knows another and is stale). None where ref names its container, and
 // none where more than max are left: a caller trying each would take too
 // long, and no GPU is shared that many ways.
 func (m *Mapping) Holders(cg CgroupInfo, ref *PodRef, max int, ids ...string) []PodRef {
 	if m == nil || ref != nil && ref.Container != "" {
 		return nil
 	}
-	var out []PodRef
+	var out, replaced []PodRef
 	for _, c := range m.podsOn(ids...) {
 		if ref != nil && ref.Name != "" && (c.Namespace != ref.Namespace || c.Name != ref.Name) {
 			continue
@@ -435,6 +462,8 @@ func (m *Mapping) Holders(cg CgroupInfo, ref *PodRef, max int, ids ...string) []
 		case cg.PodUID == "" || c.UID == cg.PodUID:
 		case m.metaStale:
 			c.UID = cg.PodUID // known by its predecessor's, maybe
+			replaced = append(replaced, c)
+			continue
 		default:
 			continue // another pod's
 		}
@@ -442,6 +471,9 @@ func (m *Mapping) Holders(cg CgroupInfo, ref *PodRef, max int, ids ...string) []
 			return nil
 		}
 		out = append(out, c)
+	}
+	if len(out) == 0 && len(replaced) <= max {
+		out = replaced // no other holder left
 	}
 	return out
 }

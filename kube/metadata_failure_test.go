@@ -260,3 +260,66 @@ func TestPodMetadataFailureKeepsReplacedPod(t *testing.T) {
 		})
 	}
 }
+
+// A pod new since the last good read of the pod metadata, holding a
+// replica of its own of a GPU that a pod the metadata knows (search-0)
+// holds too, is attributed while the metadata cannot be read as while it
+// can: search-0, known by a UID other than the process's, is left out of
+// the device's holders where another pod is left, and kept (a pod
+// replaced meanwhile, TestPodMetadataFailureKeepsReplacedPod) only where
+// none is. Its processes were unassigned, search-0 kept beside it.
+func TestPodMetadataFailureNewPodOnSharedGPU(t *testing.T) {
+	const uidJob = "88888888-8888-4888-8888-888888888888"
+	const tenants = `tenants:
+  - name: search
+    class: latency
+    selectors: [{kubernetes: {namespace: llm, labels: {app: search}, container: "*"}}]
+  - name: batch
+    class: batch
+    selectors: [{kubernetes: {namespace: research, pod: "job-*"}}]
+`
+	search0 := pod("llm", "search-0", "triton", "nvidia.com/gpu", "GPU-a::0")
+	for _, tc := range []struct {
+		name    string
+		holders []*podresourcesv1.PodResources // of GPU-a, all new but search-0
+	}{
+		// the one container left (ResolvePod)
+		{"its own replica", []*podresourcesv1.PodResources{search0, pod("research", "job-1", "worker", "nvidia.com/gpu", "GPU-a::1")}},
+		// either of two new pods, both batch (Holders)
+		{"two new pods", []*podresourcesv1.PodResources{search0, pod("research", "job-1", "worker", "nvidia.com/gpu", "GPU-a::1"),
+			pod("research", "job-2", "worker", "nvidia.com/gpu", "GPU-a::2")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := &podsServer{}
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			fk := &fakeKubelet{}
+			fk.set(tc.holders...)
+			socket, _ := serveKubelet(t, fk)
+			cfg, err := tenant.ParseConfig("k.yaml", []byte(tenants))
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk := gpu.NewManualClock(time.Unix(100, 0))
+			b, m := newBuilder(t, cfg, "", kube.Options{PodResourcesSocket: socket, PodMetadata: hs.URL + "/pods", Clock: clk})
+			r := &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-a", Up: true, Processes: []gpu.Process{
+				{PID: 7, GPUInstanceID: -1, ComputeInstanceID: -1, UID: -1, Cgroup: podCgroup(uidJob)}}}}}
+
+			srv.set(http.StatusOK, podListJSON) // (the job pods not in it)
+			b.Refresh(context.Background())
+			if got := tenantsByKey(b.Build(r, gpu.SamplerStats{}))["GPU-a"]; got != "batch" {
+				t.Fatalf("metadata read: GPU-a -> %q, want batch", got)
+			}
+
+			srv.set(http.StatusServiceUnavailable, "")
+			clk.Advance(10 * time.Second)
+			b.Refresh(context.Background())
+			if md := m.Status().Metadata; md.Up || md.ErrorsTotal != 1 {
+				t.Fatalf("metadata status %+v, want down", md)
+			}
+			if got := tenantsByKey(b.Build(r, gpu.SamplerStats{}))["GPU-a"]; got != "batch" {
+				t.Errorf("metadata failing: GPU-a -> %q, want batch", got)
+			}
+		})
+	}
+}

@@ -485,8 +485,9 @@ func (t *Tuner) selfRelayout(p gpu.Plan) bool {
 // applyPlan hands a rebalancing plan to the host's hook or, without one,
 // applies it step by step: each move through Placement (by its PIDs), then each
 // MIG layout through MIG, stopping at the first step that fails; with
-// moves made before it, the error is a *gpu.PartialError naming them. A
-// dry run changes nothing.
+// moves made before it, the error is a *gpu.PartialError naming them, a
+// move some of whose processes moved among them. A dry run changes
+// nothing.
 func applyPlan(ctx context.Context, ac Actuators, plan gpu.Plan) error {
 	if hook, ok := actuator[gpu.Rebalancer](ac); ok {
 		return hook.Rebalance(ctx, plan)
@@ -509,8 +510,12 @@ func applyPlan(ctx context.Context, ac Actuators, plan gpu.Plan) error {
 		if !ok || m.PID == 0 || m.ToUUID == "" {
 			return made(i, fmt.Errorf("move of %s (PID %d) to %q: %w", m.Tenant, m.PID, m.ToUUID, notSupported(gpu.KnobPlacement)))
 		}
-		for _, pid := range m.Processes() {
+		pids := m.Processes()
+		for j, pid := range pids {
 			if err := pl.MoveProcess(ctx, pid, m.ToUUID); err != nil {
+				if j > 0 { // the workload moved in part: a move made, for the hold
+					return made(i+1, fmt.Errorf("move of %s (PID %d) to %s, %d of its %d processes moved: %w", m.Tenant, pid, m.ToUUID, j, len(pids), err))
+				}
 				return made(i, fmt.Errorf("move of %s (PID %d) to %s: %w", m.Tenant, pid, m.ToUUID, err))
 			}
 		}

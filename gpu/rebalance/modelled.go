@@ -16,7 +16,9 @@ import (
 // move is made in Model, the simulator, by its PIDs, so that the simulated
 // GPUs follow what the orchestrator did. A plan the hook refuses or fails
 // changes nothing in the model, except the moves a gpu.PartialError says
-// the hook made; a dry run is the hook's alone.
+// the hook made; a dry run is the hook's alone. A move the model fails to
+// make after the hook applied the whole plan fails the plan with a
+// gpu.PartialError naming all its moves: the orchestrator made them.
 //
 // Only moves are modelled: a plan with MIG layouts is refused before the
 // hook runs (on Kubernetes they belong to the GPU Operator's MIG manager),
@@ -61,7 +63,13 @@ func (m Modelled) Rebalance(ctx context.Context, p gpu.Plan) error {
 	for _, mv := range applied {
 		if merr := m.model(ctx, mv); merr != nil {
 			if err == nil {
-				return merr
+				// the hook applied the whole plan: its moves were made,
+				// and are held as made (a plain error said nothing was)
+				all := make([]int, len(p.Moves))
+				for i := range all {
+					all[i] = i
+				}
+				return &gpu.PartialError{Applied: all, Err: merr}
 			}
 			return errors.Join(err, merr)
 		}

@@ -46,7 +46,8 @@ func TestModelled(t *testing.T) {
 		wantPlans   int
 		wantMoves   []string
 		err         string
-		unsupported bool // the error is gpu.ErrNotSupported
+		unsupported bool  // the error is gpu.ErrNotSupported
+		applied     []int // the moves the error (a *gpu.PartialError) says were made
 	}{
 		{name: "applied, then modelled", plan: gpu.Plan{Moves: []gpu.Move{pidMove}}, wantPlans: 1, wantMoves: []string{"4242->GPU-1"}},
 		{name: "every process of a workload modelled", plan: gpu.Plan{Moves: []gpu.Move{twoProcs, second}}, wantPlans: 1,
@@ -54,16 +55,20 @@ func TestModelled(t *testing.T) {
 		{name: "every move modelled in order", plan: gpu.Plan{Moves: []gpu.Move{pidMove, second}}, wantPlans: 1, wantMoves: []string{"4242->GPU-1", "4343->GPU-2"}},
 		{name: "refused by the hook: nothing modelled", plan: gpu.Plan{Moves: []gpu.Move{pidMove}}, hookErr: budget, wantPlans: 1, err: "PodDisruptionBudget"},
 		{name: "applied in part: the applied moves modelled", plan: gpu.Plan{Moves: []gpu.Move{pidMove, second, third}},
-			hookErr: &gpu.PartialError{Applied: []int{0, 2}, Err: budget}, wantPlans: 1, wantMoves: []string{"4242->GPU-1", "4444->GPU-3"}, err: "PodDisruptionBudget"},
+			hookErr: &gpu.PartialError{Applied: []int{0, 2}, Err: budget}, wantPlans: 1, wantMoves: []string{"4242->GPU-1", "4444->GPU-3"}, err: "PodDisruptionBudget", applied: []int{0, 2}},
 		{name: "applied in part, the first refused", plan: gpu.Plan{Moves: []gpu.Move{pidMove, second}},
-			hookErr: &gpu.PartialError{Applied: []int{1}, Err: budget}, wantPlans: 1, wantMoves: []string{"4343->GPU-2"}, err: "PodDisruptionBudget"},
+			hookErr: &gpu.PartialError{Applied: []int{1}, Err: budget}, wantPlans: 1, wantMoves: []string{"4343->GPU-2"}, err: "PodDisruptionBudget", applied: []int{1}},
 		{name: "applied in part, the model fails", plan: gpu.Plan{Moves: []gpu.Move{pidMove, second}}, moveErr: errors.New("no room"),
-			hookErr: &gpu.PartialError{Applied: []int{1}, Err: budget}, wantPlans: 1, wantMoves: []string{"4343->GPU-2"}, err: "could not model the move of batch (PID 4343) to GPU-2: no room"},
+			hookErr: &gpu.PartialError{Applied: []int{1}, Err: budget}, wantPlans: 1, wantMoves: []string{"4343->GPU-2"}, err: "could not model the move of batch (PID 4343) to GPU-2: no room",
+			applied: []int{1}},
 		{name: "applied in part on a dry run: nothing modelled", plan: gpu.Plan{DryRun: true, Moves: []gpu.Move{pidMove, second}},
-			hookErr: &gpu.PartialError{Applied: []int{1}, Err: budget}, wantPlans: 1, err: "PodDisruptionBudget"},
+			hookErr: &gpu.PartialError{Applied: []int{1}, Err: budget}, wantPlans: 1, err: "PodDisruptionBudget", applied: []int{1}},
 		{name: "dry run: the hook's alone", plan: gpu.Plan{DryRun: true, Moves: []gpu.Move{pidMove}}, wantPlans: 1},
 		{name: "the model fails after the hook", plan: gpu.Plan{Moves: []gpu.Move{pidMove}}, moveErr: errors.New("no room"), wantPlans: 1,
-			wantMoves: []string{"4242->GPU-1"}, err: "the hook applied the move, but the simulator could not model the move of llm-a (PID 4242) to GPU-1: no room"},
+			wantMoves: []string{"4242->GPU-1"}, err: "the hook applied the move, but the simulator could not model the move of llm-a (PID 4242) to GPU-1: no room",
+			applied: []int{0}},
+		{name: "the model fails after the hook applied every move", plan: gpu.Plan{Moves: []gpu.Move{pidMove, second}}, moveErr: errors.New("no room"), wantPlans: 1,
+			wantMoves: []string{"4242->GPU-1"}, err: "could not model the move of llm-a (PID 4242) to GPU-1: no room", applied: []int{0, 1}},
 		{name: "MIG layouts: refused before the hook", plan: gpu.Plan{MIG: []gpu.MIGLayoutPlan{{UUID: "GPU-0", Profiles: []string{"3g.40gb"}}}},
 			err: "1 MIG layout changes", unsupported: true},
 		{name: "a move without a PID: refused before the hook", plan: gpu.Plan{Moves: []gpu.Move{podMove}}, err: `move 1 (tenant "llm-a") names no PID`, unsupported: true},
@@ -78,6 +83,14 @@ func TestModelled(t *testing.T) {
 			}
 			if got := errors.Is(err, gpu.ErrNotSupported); got != tc.unsupported {
 				t.Errorf("errors.Is(%v, gpu.ErrNotSupported) = %v, want %v", err, got, tc.unsupported)
+			}
+			var partial *gpu.PartialError
+			var made []int // (nil: no *gpu.PartialError)
+			if errors.As(err, &partial) {
+				made = partial.Applied
+			}
+			if !slices.Equal(made, tc.applied) {
+				t.Errorf("error %v: moves made %v, want %v", err, made, tc.applied)
 			}
 			if tc.hookErr != nil && !errors.Is(err, tc.hookErr) {
 				t.Errorf("error %v does not wrap the hook's", err)

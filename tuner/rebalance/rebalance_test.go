@@ -126,11 +126,11 @@ func placementRound(t *testing.T, tu *tuner.Tuner, clock gpu.Clock, n float64) [
 	return out
 }
 
-// placementDecisions runs the round of placementRound and returns its
-// placement decisions.
-func placementDecisions(t *testing.T, tu *tuner.Tuner, clock gpu.Clock, n float64) []tuner.Decision {
+// placementDecisions runs the round of placementRound, its processes in
+// the workloads ws (inWorkloads), and returns its placement decisions.
+func placementDecisions(t *testing.T, tu *tuner.Tuner, clock gpu.Clock, n float64, ws ...tenant.Workload) []tuner.Decision {
 	t.Helper()
-	st := rebalanceState(0.3, 0.2, 40*gib, 0.9)
+	st := inWorkloads(rebalanceState(0.3, 0.2, 40*gib, 0.9), ws...)
 	st.Snapshot.Time = clock.Now()
 	st.Snapshot.SLOs[0].RequestsTotal, st.Snapshot.SLOs[0].GoodRequestsTotal = n, 0.9*n
 	decs, err := tu.RunOnce(context.Background(), st.Snapshot)
@@ -500,17 +500,24 @@ func (s *secondMoveFails) MoveProcess(_ context.Context, pid uint32, to string) 
 // plan, after the cool-down, moves the next neighbour, not train again
 // (its pod just evicted, or its replacement). So through a hook and step
 // by step; a refusal for now (gpu.ErrBusy) of the moves not made does not
-// make the plan refused, which says nothing was changed.
+// make the plan refused, which says nothing was changed. Step by step, a
+// move of a workload (a systemd service, its two processes) that moved one
+// of them is a move made: it was counted as not made, train not held.
 func TestTunerRebalancePartlyApplied(t *testing.T) {
-	hook, busy, pl := &partialHook{}, &partialHook{busy: true}, &secondMoveFails{}
+	hook, busy, pl, unit := &partialHook{}, &partialHook{busy: true}, &secondMoveFails{}, &secondMoveFails{}
+	service := []tenant.Workload{{PID: 20, Unit: "train.service"}, {PID: 21, Unit: "train.service"}}
 	for _, tc := range []struct {
 		name  string
 		ac    any
-		moves *[]string // the moves made
+		moves *[]string         // the moves made
+		ws    []tenant.Workload // the processes' workloads
+		part  string            // the first decision's reason says
 	}{
-		{"a hook's second eviction refused", hook, &hook.moves},
-		{"a hook's second eviction refused, busy", busy, &busy.moves},
-		{"the second move fails step by step", pl, &pl.moves},
+		{"a hook's second eviction refused", hook, &hook.moves, nil, "applied in part (1 of its 2 moves made; train counted as moved"},
+		{"a hook's second eviction refused, busy", busy, &busy.moves, nil, "applied in part (1 of its 2 moves made; train counted as moved"},
+		{"the second move fails step by step", pl, &pl.moves, nil, "applied in part (1 of its 2 moves made; train counted as moved"},
+		{"a service's second process fails step by step", unit, &unit.moves, service,
+			"applied in part (1 of its 1 moves made; train counted as moved, not moved again for the hold): move of train (PID 21) to GPU-c, 1 of its 2 processes moved: no room"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := gpu.NewManualClock(t0)
@@ -524,7 +531,7 @@ func TestTunerRebalancePartlyApplied(t *testing.T) {
 			var decisions []string
 			var first *tuner.Decision
 			for range 6 * 12 { // 6 minutes, a round every 5 s
-				for _, d := range placementDecisions(t, tu, clock, 10*(clock.Now().Sub(t0).Seconds()+5)) {
+				for _, d := range placementDecisions(t, tu, clock, 10*(clock.Now().Sub(t0).Seconds()+5), tc.ws...) {
 					decisions = append(decisions, fmt.Sprintf("%v %s %s", clock.Now().Sub(t0), d.Tenant, d.Outcome))
 					if first == nil {
 						first = &d
@@ -538,8 +545,8 @@ func TestTunerRebalancePartlyApplied(t *testing.T) {
 			if want := "[20->GPU-c 30->GPU-c 10->GPU-c]"; fmt.Sprint(*tc.moves) != want {
 				t.Errorf("moves %v, want %s", *tc.moves, want)
 			}
-			if first == nil || first.Applied || !strings.Contains(first.Reason, "applied in part (1 of its 2 moves made; train counted as moved") {
-				t.Errorf("first decision %+v: want failed, applied in part", first)
+			if first == nil || first.Applied || !strings.Contains(first.Reason, tc.part) {
+				t.Errorf("first decision %+v: want failed, %s", first, tc.part)
 			}
 		})
 	}
