@@ -18,9 +18,9 @@ import (
 var _ MPSResolver = (*mps.Controller)(nil)
 
 // mpsDaemon is an MPS controller of a daemon whose server 100 runs at
-// server% active threads with clients 7 and 8, restarting a client with
-// hook; its fake records the hook's calls.
-func mpsDaemon(t *testing.T, server, hook string) (*mps.Controller, *commandtest.Fake) {
+// server% active threads (a shell word) with clients 7 and 8, restarting a
+// client with hook, on clk; its fake records the hook's calls.
+func mpsDaemon(t *testing.T, server, hook string, clk gpu.Clock) (*mps.Controller, *commandtest.Fake) {
 	t.Helper()
 	f := commandtest.New(t)
 	pipe := filepath.Join(f.Dir, "pipe")
@@ -39,6 +39,7 @@ esac`
 		PipeDirectory: pipe,
 		Timeout:       10 * time.Second,
 		RestartHook:   f.Script(t, "restart-hook", hook),
+		Clock:         clk,
 	}), f
 }
 
@@ -64,10 +65,10 @@ func TestMPSSetBackUnderServerBelowFull(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _ := mpsDaemon(t, "50.0", tc.hook)
+			clk := gpu.NewManualClock(t0)
+			c, _ := mpsDaemon(t, "50.0", tc.hook, clk)
 			j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
 			t.Cleanup(func() { j.Close() })
-			clk := gpu.NewManualClock(t0)
 			cap30 := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 8}, Tenant: "batch",
 				Current: Fraction(1), Want: Fraction(0.3), Restart: true, Reason: "test"}
 			tu, err := New(Options{Policy: fixed{cap30}, Actuators: ActuatorsOf(c), Journal: j, Clock: clk, Mode: ModeEnforce})
@@ -157,8 +158,8 @@ func TestMPSCapHeldAtWholePercent(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, f := mpsDaemon(t, "50.0", `echo ok`)
 			clk := gpu.NewManualClock(t0)
+			c, f := mpsDaemon(t, "50.0", `echo ok`, clk)
 			tu, err := New(Options{Policy: tc.share, Actuators: ActuatorsOf(c), MPSStates: c, Clock: clk, Mode: ModeEnforce})
 			if err != nil {
 				t.Fatal(err)
@@ -176,6 +177,64 @@ func TestMPSCapHeldAtWholePercent(t *testing.T) {
 			}
 			if st, _ := c.State(uuid0, 8); orNil(st.Effective) != fmt.Sprint(tc.in) {
 				t.Errorf("client 8 at %s, want %v", orNil(st.Effective), tc.in)
+			}
+		})
+	}
+}
+
+// TestMPSServerRaisedAfterClamp: client 8 is held at its server's 50%
+// (0.8 asked); the operator then sets the server to another value by
+// hand. The policy still asks 0.8, which the controller holds back by the
+// server's value read again (HeldFraction): raised to 100% or 70%, the
+// client is restarted once with 0.8 or 0.7; left at 50%, it is not
+// restarted again. Before, the value last read (50%) held 0.8 back for
+// the client's life: never asked again, the tenant stayed at 50%.
+func TestMPSServerRaisedAfterClamp(t *testing.T) {
+	tests := []struct {
+		name     string
+		raised   string // the server's percentage set by hand
+		restarts int
+		in       string // client 8's fraction in force at the end
+	}{
+		{"raised to 100%: 0.8", "100.0", 2, "0.8"},
+		{"raised to 70%: 0.7", "70.0", 2, "0.7"},
+		{"left at 50%: not restarted again", "50.0", 1, "0.5"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pct := filepath.Join(t.TempDir(), "server_pct")
+			if err := os.WriteFile(pct, []byte("50.0\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			clk := gpu.NewManualClock(t0)
+			c, f := mpsDaemon(t, `"$(cat '`+pct+`')"`, `echo ok`, clk)
+			tu, err := New(Options{Policy: thousandthCap(0.8), Actuators: ActuatorsOf(c), MPSStates: c, Clock: clk, Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			rounds := func(n int) {
+				for range n {
+					if _, err := tu.RunOnce(ctx, tenantSnap(clk.Now(), proc{7, "embed"}, proc{8, "batch"})); err != nil {
+						t.Fatal(err)
+					}
+					waitHookEnded(t, tu)
+					clk.Advance(10 * time.Minute)
+				}
+			}
+			rounds(3)
+			if st, _ := c.State(uuid0, 8); orNil(st.Effective) != "0.5" {
+				t.Fatalf("client 8 at %s under its server's 50%%, want 0.5", orNil(st.Effective))
+			}
+			if err := os.WriteFile(pct, []byte(tc.raised+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rounds(4)
+			if got := len(f.Calls(t, "restart-hook")); got != tc.restarts {
+				t.Errorf("client 8 restarted %d times, want %d", got, tc.restarts)
+			}
+			if st, _ := c.State(uuid0, 8); orNil(st.Effective) != tc.in {
+				t.Errorf("client 8 at %s, want %s", orNil(st.Effective), tc.in)
 			}
 		})
 	}

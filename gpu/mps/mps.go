@@ -100,8 +100,10 @@ type ClientState struct {
 	// for the clients it starts from now on. nil when unknown.
 	Effective *float64
 	// Server is a client's server's fraction as last read, when a value
-	// was set for the client or its server; nil when not read.
-	Server *float64
+	// was set for the client or its server, or read again to hold a
+	// fraction back (HeldFraction); nil when not read. ServerRead is when.
+	Server     *float64
+	ServerRead time.Time
 	// PendingPinnedBytes is a pinned device memory limit waiting for the
 	// client's restart; nil when none.
 	PendingPinnedBytes *uint64
@@ -253,8 +255,9 @@ func (c *Controller) SetMPSActiveThreads(ctx context.Context, uuid string, pid u
 		}
 		eff := got / 100
 		c.update(uuid, pid, RoleServer, pid, func(s *ClientState) { s.Effective, s.Pending = &eff, nil })
+		now := c.clock.Now()
 		for _, cl := range clients {
-			c.update(uuid, cl, RoleClient, pid, func(s *ClientState) { s.Pending, s.Server = &f, &eff })
+			c.update(uuid, cl, RoleClient, pid, func(s *ClientState) { s.Pending, s.Server, s.ServerRead = &f, &eff, now })
 		}
 		level.Info(c.logger).Log("msg", "MPS server active threads set; its clients get it when they restart", "uuid", uuid, "server_pid", pid, "percentage", pct, "clients_pending", len(clients))
 		return nil
@@ -268,33 +271,15 @@ func (c *Controller) SetMPSActiveThreads(ctx context.Context, uuid string, pid u
 			level.Info(c.logger).Log("msg", "MPS client active threads at or above its server's: the client takes its server's value at its restart", "uuid", uuid, "pid", pid, "server_pid", server, "percentage", pct, "server_percentage", got)
 		}
 	}
+	now := c.clock.Now()
 	c.update(uuid, pid, RoleClient, server, func(s *ClientState) {
 		s.Pending = &f
 		if limit != nil {
-			s.Server = limit
+			s.Server, s.ServerRead = limit, now
 		}
 	})
 	level.Info(c.logger).Log("msg", "MPS client active threads pending until its restart", "uuid", uuid, "pid", pid, "percentage", pct)
 	return nil
-}
-
-// HeldFraction is the fraction a client runs with once f is set for it
-// and it is restarted: f at the whole percentage sent, and no more than
-// its server's value as last read (ClientState.Server). A value already in
-// force at that is not one to set again: a policy that asks thousandths
-// (0.125, held as 0.13) would restart the client at every round.
-func (c *Controller) HeldFraction(uuid string, pid uint32, f float64) float64 {
-	pct, err := percentage(f)
-	if err != nil {
-		return f
-	}
-	held := float64(pct) / 100
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s := c.states[key{uuid, pid}]; s != nil && s.Role == RoleClient && s.Server != nil && held > *s.Server {
-		held = *s.Server
-	}
-	return held
 }
 
 // SetMPSPinnedMemoryLimit limits the device memory a server's clients (or

@@ -4,8 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
 // TestClientAtOrAboveServer: a client's value can only lower its server's,
@@ -87,5 +91,49 @@ func TestHeldFraction(t *testing.T) {
 				t.Errorf("HeldFraction(%d, %v) = %v, want %v", tc.pid, tc.fraction, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestHeldFractionServerRaised: a fraction held back by its server's value
+// (ClientState.Server) is held back by the value read again once that is a
+// minute old, one read for all the server's clients: the operator raised
+// the server from 50% to 100% (set_active_thread_percentage 100 100 by
+// hand), and a client clamped to 50% is held at 0.8 asked. Before, the
+// value last read (50%) held every fraction asked back for the client's
+// life, and the policy never asked 0.8 again. Nothing is read for a
+// fraction the server's value does not hold back.
+func TestHeldFractionServerRaised(t *testing.T) {
+	ctx := context.Background()
+	clk := gpu.NewManualClock(time.Unix(1000, 0))
+	r := newRig(t, daemon, "", func(o *Options) { o.Clock = clk })
+	if err := r.c.SetMPSActiveThreads(ctx, uuid, 100, 0.5); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.fake.Dir, "pct.100"), []byte("100.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name     string
+		advance  time.Duration
+		pid      uint32
+		fraction float64
+		want     float64
+		commands []string // the daemon commands sent
+	}{
+		{"not held back: nothing read", 0, 101, 0.3, 0.3, nil},
+		{"held back, read within the minute: the value read", 30 * time.Second, 101, 0.8, 0.5, nil},
+		{"held back, read a minute ago: read again", 30 * time.Second, 101, 0.8, 0.8, []string{"get_active_thread_percentage 100"}},
+		{"the server's other client: read with it", 0, 102, 0.8, 0.8, nil},
+		{"1: the server's 100%", time.Hour, 102, 1, 1, nil},
+	}
+	for _, st := range steps {
+		clk.Advance(st.advance)
+		before := len(r.commands(t))
+		if got := r.c.HeldFraction(uuid, st.pid, st.fraction); got != st.want {
+			t.Errorf("%s: HeldFraction(%d, %v) = %v, want %v", st.name, st.pid, st.fraction, got, st.want)
+		}
+		if got := r.commands(t)[before:]; !slices.Equal(got, st.commands) {
+			t.Errorf("%s: commands %q, want %q", st.name, got, st.commands)
+		}
 	}
 }

@@ -528,9 +528,13 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 	if d.SMClockMaxHz != nil {
 		maxHz = *d.SMClockMaxHz
 	}
-	// ours is the energy lock the tuner set (below the maximum clock).
+	_, kept := s.Originals[clockT.String()]
+	// ours is the energy lock the tuner set (below the maximum clock), in
+	// force where the readings say the clock is locked, or say nothing and
+	// the tuner keeps the lock's original (NVML from R535 after a restart
+	// of the exporter: its own lock is then given back, not locked over).
 	var ours tuner.ClockRange
-	if c, ok := s.LastChange(clockT); ok && locked {
+	if c, ok := s.LastChange(clockT); ok && (locked || d.ClocksLocked == nil && kept) {
 		if r, ok := c.To.(tuner.ClockRange); ok && r.MaxMHz > 0 && float64(r.MaxMHz) < maxHz/1e6-0.5 {
 			ours = r
 		}
@@ -547,9 +551,13 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 	// it (the DVFS lock is held back, saying so, unknownLock), and energy
 	// is saved through the power limit instead, whose value is read
 	// (given back first on a violation).
-	_, kept := s.Originals[clockT.String()]
 	lockKnown := d.ClocksLocked != nil || kept
-	if !lockKnown {
+	// A power limit the tuner lowered (while the lock was not known) is
+	// given back first on a violation, whatever the readings say of the
+	// lock now, and no clock is locked for energy on top of it: one knob
+	// at a time saves the energy.
+	powerDown := powerLowered(s, d)
+	if !lockKnown || ds.anyViolating && powerDown {
 		if acts := p.power(s, d, ds); len(acts) > 0 {
 			return acts
 		}
@@ -577,7 +585,7 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 			a.Current, a.Held = nil, unknownLock
 		}
 		return []tuner.Action{a}
-	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && lockable && lockKnown && (!locked || ours != (tuner.ClockRange{})) && clockDwell:
+	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && lockable && lockKnown && !powerDown && (!locked || ours != (tuner.ClockRange{})) && clockDwell:
 		maxMHz := maxHz / 1e6
 		cur := maxMHz
 		if ours.MaxMHz > 0 {
@@ -640,10 +648,8 @@ func (p *Autotune) stepUpDue(s *tuner.State, d *gpu.Device, ds domainSignals) bo
 func (p *Autotune) power(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
 	powT := tuner.Target{GPU: d.UUID, Knob: gpu.KnobPowerLimit}
 	orig, changed := s.Originals[powT.String()].(tuner.Watts)
-	last, _ := s.LastChange(powT)
-	givenBack := last.Revert && last.To == tuner.Value(orig)
 	switch {
-	case ds.anyViolating && changed && !givenBack && d.PowerLimitW != nil && tuner.Watts(*d.PowerLimitW) < orig:
+	case ds.anyViolating && powerLowered(s, d) && d.PowerLimitW != nil:
 		return []tuner.Action{{Target: powT, GPUIndex: d.Index, Current: tuner.Watts(*d.PowerLimitW), Want: orig, Revert: true, HoldLeft: true,
 			Reason: ds.worst.name + " violates its SLO: back to the original power limit"}}
 	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && !changed && d.PowerLimitW != nil && *d.PowerLimitW > 0 && s.Changeable(powT) &&
@@ -654,6 +660,17 @@ func (p *Autotune) power(s *tuner.State, d *gpu.Device, ds domainSignals) []tune
 				100*p.P.DeepSlackRatio, 100*p.P.PowerFraction)}}
 	}
 	return nil
+}
+
+// powerLowered says whether a power limit the tuner lowered may be in
+// force on d: its original kept and not given back (a revert to it), and
+// the limit read, where it is read, below that original.
+func powerLowered(s *tuner.State, d *gpu.Device) bool {
+	powT := tuner.Target{GPU: d.UUID, Knob: gpu.KnobPowerLimit}
+	orig, changed := s.Originals[powT.String()].(tuner.Watts)
+	last, _ := s.LastChange(powT)
+	givenBack := last.Revert && last.To == tuner.Value(orig)
+	return changed && !givenBack && (d.PowerLimitW == nil || tuner.Watts(*d.PowerLimitW) < orig)
 }
 
 // variance is a tenant's p99/p50 over the SLO window (0 when unknown).

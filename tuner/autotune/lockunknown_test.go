@@ -18,7 +18,7 @@ import (
 // restore would set. The DVFS lock is held back, saying why; energy is
 // saved through the power limit, whose value is read, given back first
 // on a violation. Where the tuner keeps the clock's original (its own
-// lock), it goes on locking.
+// lock), it goes on locking, and gives its own lock back on a violation.
 func TestClockLockUnknownNotOverwritten(t *testing.T) {
 	violating := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97} // burn 3
 	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
@@ -45,6 +45,11 @@ func TestClockLockUnknownNotOverwritten(t *testing.T) {
 		{name: "deep slack, state unknown, the original the tuner's: locked",
 			sc: scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980}, kept: true,
 			applied: []string{"GPU-0/locked_clocks=1782-1782MHz"}},
+		// the exporter restarted under its own energy lock: its original
+		// kept, the lock given back, not locked at the maximum over it
+		{name: "a violation under the tuner's own lock, state unknown: given back",
+			sc:      scene{mode: gpu.SharingMPS, fast: violating, p99: 2, maxMHz: 1980, lock: &tuner.ClockRange{MinMHz: 1386, MaxMHz: 1386}, ours: true, clockAgo: 3 * time.Minute},
+			applied: []string{"GPU-0/locked_clocks=unlocked"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.sc.state()

@@ -57,3 +57,38 @@ func TestPowerLimitForEnergy(t *testing.T) {
 		})
 	}
 }
+
+// A power limit lowered while the clock's lock was not known (NVML from
+// R535, or a pre-R535 driver's throttle reasons not read once) stays the
+// energy saving once the lock is known again: a violation gives it back
+// (it stayed lowered through the breach), and deep slack locks no clock on
+// top of it; once given back, the clock is locked for energy.
+func TestPowerLoweredLockKnownAgain(t *testing.T) {
+	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
+	violating := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97}
+	powT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
+	tests := []struct {
+		name string
+		sc   scene
+		back bool // the tuner gave 300 W back
+		want []string
+	}{
+		{"a violation: the power limit given back", scene{mode: gpu.SharingMPS, fast: violating, p99: 2, maxMHz: 1980, power: 210}, false, []string{"GPU-0/power_limit=300W"}},
+		{"deep slack: no clock lock on top", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, power: 210}, false, nil},
+		{"deep slack, the limit given back: the clock locked", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, power: 300}, true, []string{"GPU-0/locked_clocks=1782-1782MHz"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.sc.state()
+			if s.Snapshot.Readings.Devices[0].ClocksLocked == nil {
+				t.Fatal("the lock's state should be known")
+			}
+			s.Originals[powT.String()] = tuner.Watts(300)
+			s.Changes[powT.DomainKey()] = tuner.Change{At: s.Now.Add(-10 * time.Minute), To: tuner.Watts(210)}
+			if tc.back {
+				s.Changes[powT.DomainKey()] = tuner.Change{At: s.Now.Add(-10 * time.Minute), From: tuner.Watts(210), To: tuner.Watts(300), Revert: true}
+			}
+			checkActions(t, New().Decide(s), tc.want, "")
+		})
+	}
+}

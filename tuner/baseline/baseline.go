@@ -149,7 +149,10 @@ func (b Baseline) mps(s *tuner.State, d *gpu.Device) []tuner.Action {
 		}
 		t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: c.pid}
 		cur := s.MPSFraction(t, c.current)
-		if math.Abs(float64(cur)-target) < fractionEpsilon || !s.Changeable(t) {
+		// (compared as the MPS actuator holds the target, State.MPSHeld:
+		// 1/8 in force as 0.13, or 0.5 as a server's 0.3, is not asked
+		// again, restarting the client at every retry)
+		if math.Abs(float64(cur)-float64(s.MPSHeld(t, tuner.Fraction(target)))) < fractionEpsilon || !s.Changeable(t) {
 			continue
 		}
 		out = append(out, tuner.Action{Target: t, GPUIndex: d.Index, Tenant: c.tenant,

@@ -3,6 +3,7 @@ package baseline
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -311,5 +312,55 @@ func TestBaselineUnavailableKnobs(t *testing.T) {
 	}
 	if want := []string{"GPU-b/mps_active_threads/pid4=50%"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("actions %v, want %v", got, want)
+	}
+}
+
+// wholePercent holds a fraction as the MPS controller does: a whole
+// percentage, at most the server's value.
+type wholePercent struct{ server float64 }
+
+func (w wholePercent) HeldFraction(_ string, _ uint32, f float64) float64 {
+	return math.Min(math.Round(f*100)/100, w.server)
+}
+
+// A client already at the fraction the MPS actuator holds for the
+// baseline's target (State.MPSHeld) is left alone: 1/8 in force as 13%, or
+// 1/2 as its server's 30%, was asked again, restarting the client, at
+// every retry.
+func TestBaselineMPSHeld(t *testing.T) {
+	clients := func(n int, at float64) []gpu.Process {
+		var ps []gpu.Process
+		for pid := range n {
+			ps = append(ps, mpsProc(uint32(pid+1), gpu.Float(at)))
+		}
+		return ps
+	}
+	tests := []struct {
+		name   string
+		policy string
+		server float64
+		procs  []gpu.Process
+		want   []string
+	}{
+		{"8 tenants held at 13%", StaticEqualName, 1, clients(8, 0.13), nil},
+		{"2 tenants held at the server's 30%", StaticEqualName, 0.3, clients(2, 0.3), nil},
+		{"best-effort held at the server's 30%", UncappedName, 0.3, clients(1, 0.3), nil},
+		{"2 tenants at 100% under a server at 30%", StaticEqualName, 0.3, clients(2, 1),
+			[]string{"GPU-a/mps_active_threads/pid1=50%", "GPU-a/mps_active_threads/pid2=50%"}},
+		{"2 tenants held at 13%: not 50%", StaticEqualName, 1, clients(2, 0.13),
+			[]string{"GPU-a/mps_active_threads/pid1=50%", "GPU-a/mps_active_threads/pid2=50%"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			devs := []gpu.Device{{UUID: "GPU-a", Up: true, Mode: gpu.SharingMPS, Processes: tc.procs}}
+			s := &tuner.State{Now: t0, Snapshot: snapshot(t0, devs, nil), MPSResolver: wholePercent{tc.server}}
+			var got []string
+			for _, a := range (Baseline{name: tc.policy, equal: tc.policy == StaticEqualName}).Decide(s) {
+				got = append(got, a.Target.String()+"="+a.Want.String())
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("actions %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
