@@ -183,7 +183,12 @@ func partText(a Action, made []gpu.Move) string {
 			names = append(names, mv.Tenant)
 		}
 	}
-	return fmt.Sprintf("applied in part (%d of its %d moves made; %s counted as moved, not moved again for the hold)", len(made), len(a.Plan.Moves), strings.Join(names, ", "))
+	moves := fmt.Sprintf("%d of its %d moves made", len(made), len(a.Plan.Moves))
+	if len(made) == len(a.Plan.Moves) {
+		// each made, or begun: the error says what failed after
+		moves = "every move made or begun"
+	}
+	return fmt.Sprintf("applied in part (%s; %s counted as moved, not moved again for the hold)", moves, strings.Join(names, ", "))
 }
 
 // planAction is the action that carries a plan through the executor and

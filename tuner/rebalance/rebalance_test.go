@@ -517,7 +517,7 @@ func TestTunerRebalancePartlyApplied(t *testing.T) {
 		{"a hook's second eviction refused, busy", busy, &busy.moves, nil, "applied in part (1 of its 2 moves made; train counted as moved"},
 		{"the second move fails step by step", pl, &pl.moves, nil, "applied in part (1 of its 2 moves made; train counted as moved"},
 		{"a service's second process fails step by step", unit, &unit.moves, service,
-			"applied in part (1 of its 1 moves made; train counted as moved, not moved again for the hold): move of train (PID 21) to GPU-c, 1 of its 2 processes moved: no room"},
+			"applied in part (every move made or begun; train counted as moved, not moved again for the hold): move of train (PID 21) to GPU-c, 1 of its 2 processes moved: no room"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := gpu.NewManualClock(t0)
