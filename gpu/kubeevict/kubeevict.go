@@ -312,9 +312,12 @@ func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
 		// anything else (a proxy's, a wrong --kubernetes.api-server path)
 		// fails as any other status does
 		return fmt.Errorf("%w (HTTP %s: %s)", errPodGone, status, msg)
-	case resp.StatusCode == http.StatusConflict && pod.UID != "":
-		// the precondition's refusal: the pod of this name is another
-		// than the one whose process was planned (made since), left be
+	case resp.StatusCode == http.StatusConflict && pod.UID != "" && st.Details.Kind == "pods" && st.Details.Name == pod.Name &&
+		strings.Contains(st.Message, "recondition"):
+		// the precondition's refusal (the API server's Status of the pod
+		// saying so): the pod of this name is another than the one whose
+		// process was planned (made since), left be; another conflict
+		// (a PodDisruptionBudget's update) fails as any other status
 		return fmt.Errorf("HTTP %s: the pod %s/%s is not the one planned (UID %s): made since, not evicted: %s", status, pod.Namespace, pod.Name, pod.UID, msg)
 	case resp.StatusCode == http.StatusTooManyRequests:
 		return fmt.Errorf("%w (HTTP %s: %s)", ErrBudget, status, msg)

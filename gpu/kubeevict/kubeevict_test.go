@@ -54,9 +54,22 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "404 page not found\n")
 		return
 	}
+	if code == conflictElse { // a budget's update conflict, not the pod's precondition
+		w.WriteHeader(http.StatusConflict)
+		_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "status": "Failure", "code": http.StatusConflict, "reason": "Conflict",
+			"message": `Operation cannot be fulfilled on poddisruptionbudgets.policy "train": the object has been modified; please apply your changes to the latest version and try again`,
+			"details": map[string]string{"name": "train", "group": "policy", "kind": "poddisruptionbudgets"}})
+		return
+	}
+	if code == http.StatusConflict { // the pod's UID precondition refused
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "status": "Failure", "code": code, "reason": "Conflict",
+			"message": "Precondition failed: UID in precondition: " + uidMeant + ", UID in object meta: 9e5c8d1a-0000-4000-8000-000000000001",
+			"details": map[string]string{"name": ev.Metadata.Name, "kind": "pods"}})
+		return
+	}
 	w.WriteHeader(code)
 	msg := map[int]string{
-		http.StatusConflict:        "Precondition failed: UID in precondition: " + uidMeant + ", UID in object meta: 9e5c8d1a-0000-4000-8000-000000000001",
 		http.StatusTooManyRequests: "Cannot evict pod as it would violate the pod's disruption budget.",
 		http.StatusForbidden:       `pods "p" is forbidden: cannot create resource "pods/eviction"`,
 	}[code]
@@ -69,6 +82,10 @@ const uidMeant = "0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5"
 // notFoundElse, in apiServer.codes, answers a 404 that is not the API
 // server's Status of the pod (a proxy's, a wrong path's).
 const notFoundElse = -404
+
+// conflictElse, in apiServer.codes, answers a 409 that is not the pod's
+// precondition (a PodDisruptionBudget's update conflict).
+const conflictElse = -409
 
 func move(tenant, ns, name string) gpu.Move {
 	return gpu.Move{Tenant: tenant, FromUUID: "GPU-a", ToUUID: "GPU-b", Pod: &gpu.Pod{Namespace: ns, Name: name}}
@@ -128,6 +145,11 @@ func TestRebalance(t *testing.T) {
 			codes: map[string]int{"ml/train-0": http.StatusConflict},
 			paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}, uids: []string{uidMeant},
 			errHas: []string{"eviction of ml/train-0 (tenant train)", "409", "not the one planned (UID " + uidMeant + ")", "Precondition failed"}},
+		{name: "another conflict is not read as a pod made since",
+			plan:  gpu.Plan{Moves: []gpu.Move{{Tenant: "train", Pod: &gpu.Pod{Namespace: "ml", Name: "train-0", UID: uidMeant}}}},
+			codes: map[string]int{"ml/train-0": conflictElse},
+			paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}, uids: []string{uidMeant},
+			errHas: []string{"eviction of ml/train-0 (tenant train)", "HTTP 409 Conflict: Operation cannot be fulfilled on poddisruptionbudgets"}},
 		{name: "a pod gone already counts as moved", plan: gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
 			codes: map[string]int{"ml/train-0": 404}, paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}},
 		{name: "gone, refused by a budget: applied in part",
