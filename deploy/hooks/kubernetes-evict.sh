@@ -71,6 +71,13 @@ done || exit
 printf '%s\n' "$moves" | {
 	status=0
 	while IFS="$sep" read -r tenant ns pod uid; do
+		if [ "${#uid}" -eq 32 ] && [ "${uid#*-}" = "$uid" ]; then
+			# a static pod's (its manifest's hash): the API server holds
+			# only its mirror, whose eviction leaves the pod running
+			printf '%s\n' "kubernetes-evict: $ns/$pod (tenant $tenant) is a static pod (uid $uid): an eviction leaves it running; not evicted" >&2
+			status=1
+			continue
+		fi
 		# the pod's UID, where the plan gives it, is the eviction's
 		# precondition: a pod of the name made since is not evicted
 		body=$(jq -cn --arg ns "$ns" --arg pod "$pod" --arg uid "$uid" --argjson dry "$dry" \

@@ -38,6 +38,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/rebalance"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/poduid"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/urlmask"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
@@ -191,7 +192,14 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 	var evicted []int
 	budgets := 0
 	for i, m := range p.Moves {
-		err := e.evict(ctx, *m.Pod, p.DryRun)
+		var err error
+		if poduid.Static(m.Pod.UID) {
+			// nothing sent: an eviction would delete the mirror pod
+			// alone, which the kubelet makes again, the pod running on
+			err = fmt.Errorf("a static pod (UID %s, its manifest's hash): the API server holds only its mirror, whose eviction leaves the pod running; not evicted (move it in the node's manifests)", m.Pod.UID)
+		} else {
+			err = e.evict(ctx, *m.Pod, p.DryRun)
+		}
 		if errors.Is(err, errPodGone) {
 			// as kubectl drain takes it: the pod is off the GPU already
 			evicted = append(evicted, i)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/poduid"
 )
 
 // DefaultTimeout bounds one run of the hook. It is sized for a hook
@@ -141,7 +142,7 @@ func Validate(p gpu.Plan) error {
 		if m.Pod != nil && (!kubeName(m.Pod.Namespace) || !kubeName(m.Pod.Name)) {
 			errs = append(errs, fmt.Errorf("%s: pod %q/%q is not a valid Kubernetes name", where, m.Pod.Namespace, m.Pod.Name))
 		}
-		if m.Pod != nil && m.Pod.UID != "" && !kubeUID(m.Pod.UID) {
+		if m.Pod != nil && m.Pod.UID != "" && !poduid.Valid(m.Pod.UID) {
 			errs = append(errs, fmt.Errorf("%s: pod %s/%s's UID %q is not a Kubernetes UID", where, m.Pod.Namespace, m.Pod.Name, m.Pod.UID))
 		}
 		if m.Unit != "" && (strings.ContainsAny(m.Unit, "/ \t\n") || strings.HasPrefix(m.Unit, "-") || strings.HasPrefix(m.Unit, ".")) {
@@ -157,20 +158,6 @@ func Validate(p gpu.Plan) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// kubeUID says whether s is a Kubernetes object UID as a pod's cgroup
-// path gives it: a UUID (a static pod's, a hash), lower-case hex and '-'.
-func kubeUID(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'f' || r >= '0' && r <= '9' || r == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // kubeName reports whether s is a DNS subdomain name (RFC 1123): what

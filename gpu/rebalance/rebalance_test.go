@@ -144,6 +144,7 @@ echo '{"kind":"Status","status":"Success"}'`
 	const uid = "0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5"
 	withUID := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "train-1", UID: uid}}
 	madeSince := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "made-0", UID: uid}}
+	static := gpu.Move{Tenant: "etcd", Pod: &gpu.Pod{Namespace: "kube-system", Name: "etcd-node0", UID: "0f2c3d4e5a6b4c7d8e9fa0b1c2d3e4f5"}}
 	for _, tc := range []struct {
 		name   string
 		plan   gpu.Plan
@@ -181,6 +182,12 @@ echo '{"kind":"Status","status":"Success"}'`
 			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{madeSince}},
 			err:    "it is not the pod planned (uid " + uid + "), made since; not evicted",
 			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"made-0","namespace":"jobs"},"deleteOptions":{"preconditions":{"uid":"` + uid + `"}}}`},
+		},
+		{
+			name:   "a static pod is not sent an eviction",
+			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{static, podMove}},
+			err:    "is a static pod (uid 0f2c3d4e5a6b4c7d8e9fa0b1c2d3e4f5): an eviction leaves it running; not evicted",
+			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"llm-a-7d9f","namespace":"serving"}}`},
 		},
 		{
 			name:   "a NotFound not of the pod fails",

@@ -26,6 +26,11 @@ var (
 // a static pod's 32 hex digits.
 func Valid(s string) bool { return apiRE.MatchString(s) }
 
+// Static says whether s, a UID Valid takes, is a static pod's: the 32 hex
+// digits of its manifest's hash, which the API server's mirror of the pod
+// does not carry (its own UID is another).
+func Static(s string) bool { return len(s) == 32 && apiRE.MatchString(s) }
+
 // InCgroup is the pod UID a cgroup path's segment names at its end,
 // "pod<uid>" or the systemd driver's "...-pod<uid>.slice", as written
 // there (dashes or underscores, any case); "" where it names none.

@@ -25,6 +25,22 @@ func TestValid(t *testing.T) {
 	}
 }
 
+// TestStatic: a static pod's UID is the 32 hex digits of its manifest's
+// hash; the API's form is not, nor anything Valid refuses.
+func TestStatic(t *testing.T) {
+	for s, want := range map[string]bool{
+		"0f2c3d4e5a6b4c7d8e9fa0b1c2d3e4f5":     true,
+		"0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5": false,
+		"0f2c3d4e5a6b4c7d8e9fa0b1c2d3e4fg":     false,
+		"0f2c3d4e5a6b4c7d8e9fa0b1c2d3e4f":      false,
+		"":                                     false,
+	} {
+		if got := Static(s); got != want {
+			t.Errorf("Static(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
 // TestInCgroup: the UID of a cgroupfs pod segment and of a systemd
 // driver's pod slice, as written; none elsewhere in a segment.
 func TestInCgroup(t *testing.T) {
