@@ -58,7 +58,9 @@ func (c *migCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metric
 				continue
 			}
 			gi := itoa(m.GPUInstanceID)
-			e.gauge(c.info, 1, g, u, gi, m.UUID, m.Profile, itoa(m.ComputeInstanceID))
+			for _, ci := range m.ComputeInstances() { // one per MIG device
+				e.gauge(c.info, 1, g, u, gi, ci.UUID, m.Profile, itoa(ci.ID))
+			}
 			if m.SMCount > 0 {
 				e.gauge(c.smCount, float64(m.SMCount), g, u, gi)
 			}

@@ -209,22 +209,42 @@ type Activity struct {
 	Source string
 }
 
-// MIGInstance is one MIG GPU instance (with its compute instance) on a device.
+// MIGInstance is one MIG GPU instance (with its compute instances) on a device.
 type MIGInstance struct {
-	UUID              string // MIG-... UUID of the MIG device
+	UUID              string // MIG-... UUID of the MIG device of its first compute instance
 	GPUInstanceID     int
-	ComputeInstanceID int
+	ComputeInstanceID int    // of its first compute instance (the lowest ID)
 	Profile           string // e.g. "3g.71gb"
 	// ProfileBuilt: Profile was not read from the instance's GPU instance
 	// profile but built from the MIG device's slices and memory, which
 	// carry no variant: "1g.24gb" may be a 1g.24gb+gfx (or -me, +me.all,
 	// +me) instance, and a name with no plain profile ("3g.71gb" for
 	// 3g.71gb+gfx) names none. The tuner plans no MIG layout from it.
-	ProfileBuilt     bool
+	ProfileBuilt bool
+	// SMCount is the SMs of its compute instances together (0 when one
+	// did not say); the memory (which they share) and Activity are the
+	// GPU instance's whole: NVML measures neither per compute instance.
 	SMCount          int
 	MemoryTotalBytes uint64
 	MemoryUsedBytes  uint64
 	Activity         Activity
+	// OtherComputeInstances are the compute instances past the first of a
+	// GPU instance split in several (nvidia-smi mig -cci): each a MIG
+	// device of its own, which a device plugin may hand out alone.
+	OtherComputeInstances []MIGComputeInstance
+}
+
+// MIGComputeInstance is one compute instance of a MIG GPU instance: its MIG
+// device's UUID and its compute instance ID (-1 when unknown).
+type MIGComputeInstance struct {
+	UUID string
+	ID   int
+}
+
+// ComputeInstances lists the instance's compute instances, its first
+// (UUID, ComputeInstanceID) and then its others.
+func (m *MIGInstance) ComputeInstances() []MIGComputeInstance {
+	return append([]MIGComputeInstance{{m.UUID, m.ComputeInstanceID}}, m.OtherComputeInstances...)
 }
 
 // VGPUInstance is one vGPU instance on a vGPU host.

@@ -237,7 +237,7 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		gi := strconv.Itoa(inst.GPUInstanceID)
 		isub := &subject{label: fmt.Sprintf("MIG instance %s (GPU %d GI %d)", inst.UUID, d.Index, inst.GPUInstanceID), uid: -1, gpu: d.Index, migUUID: inst.UUID, gi: inst.GPUInstanceID}
 		if podMap != nil {
-			placeInPod(isub, podMap, kube.CgroupInfo{}, migDeviceIDs(d, inst))
+			placeInPod(isub, podMap, kube.CgroupInfo{}, migDeviceIDs(d, inst.GPUInstanceID, inst.ComputeInstances()...))
 		}
 		owner := b.attribute(compiled, isub)
 		perTenant := &devAcc{byTenant: map[accKey]*tenantAcc{}}

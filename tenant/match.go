@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/go-kit/log"
@@ -386,7 +387,12 @@ func (b *Builder) processSubject(compiled *compiledConfig, podMap *kube.Mapping,
 	ids := gpuDeviceIDs(d)
 	if inst != nil {
 		sub.migUUID, sub.gi = inst.UUID, inst.GPUInstanceID
-		ids = migDeviceIDs(d, inst) // the pod holds the MIG device, not the GPU
+		cis := inst.ComputeInstances()
+		if i := slices.IndexFunc(cis, func(ci gpu.MIGComputeInstance) bool { return ci.ID >= 0 && ci.ID == p.ComputeInstanceID }); i >= 0 {
+			cis = cis[i : i+1] // the MIG device of its compute instance
+			sub.migUUID = cis[0].UUID
+		}
+		ids = migDeviceIDs(d, inst.GPUInstanceID, cis...) // the pod holds the MIG device, not the GPU
 	}
 	if p.VGPUInstance != 0 {
 		for i := range d.VGPUs {
@@ -407,8 +413,13 @@ func gpuDeviceIDs(d *gpu.Device) []string {
 	return []string{d.UUID, kube.GPUIndexID(d.Index)}
 }
 
-// migDeviceIDs are the device IDs a device plugin may give a MIG device:
-// its UUID, or the older "MIG-<GPU UUID>/<GI>/<CI>" form.
-func migDeviceIDs(d *gpu.Device, inst *gpu.MIGInstance) []string {
-	return []string{inst.UUID, fmt.Sprintf("MIG-%s/%d/%d", d.UUID, inst.GPUInstanceID, inst.ComputeInstanceID)}
+// migDeviceIDs are the device IDs a device plugin may give the MIG devices
+// of compute instances cis of GPU instance gi: each one's UUID, or the
+// older "MIG-<GPU UUID>/<GI>/<CI>" form.
+func migDeviceIDs(d *gpu.Device, gi int, cis ...gpu.MIGComputeInstance) []string {
+	ids := make([]string, 0, 2*len(cis))
+	for _, ci := range cis {
+		ids = append(ids, ci.UUID, fmt.Sprintf("MIG-%s/%d/%d", d.UUID, gi, ci.ID))
+	}
+	return ids
 }

@@ -95,8 +95,10 @@ func devicePlaces(r *gpu.Readings) map[string]deviceAt {
 		}
 		for j := range d.MIG {
 			inst := &d.MIG[j]
-			for _, id := range migDeviceIDs(d, inst) {
-				out[id] = deviceAt{devicePlace{d.Index, d.UUID, strconv.Itoa(inst.GPUInstanceID)}, inst.UUID}
+			for _, ci := range inst.ComputeInstances() {
+				for _, id := range migDeviceIDs(d, inst.GPUInstanceID, ci) {
+					out[id] = deviceAt{devicePlace{d.Index, d.UUID, strconv.Itoa(inst.GPUInstanceID)}, ci.UUID}
+				}
 			}
 		}
 	}

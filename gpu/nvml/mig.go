@@ -1,8 +1,10 @@
 package nvml
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -15,8 +17,9 @@ import (
 // is trusted up to this.
 const maxMIGDevices = 64
 
-// readMIG fills the MIG mode and, in MIG mode, one MIGInstance per MIG
-// device (GPU instance with its compute instance).
+// readMIG fills the MIG mode and, in MIG mode, one MIGInstance per GPU
+// instance, with the MIG devices of its compute instances (one, unless it
+// was split with nvidia-smi mig -cci).
 func (rd *devReader) readMIG(d *gpu.Device) {
 	b, h := rd.b, rd.ds.handle
 	if !b.has(symMigMode) {
@@ -54,6 +57,7 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 	type migKey struct{ gi, ci int }
 	seen := map[migKey]bool{}
 	seenUUID := map[string]bool{}
+	byGI := map[int]int{} // index in d.MIG of each GPU instance read
 	for i := 0; i < n; i++ {
 		m, r := h.GetMigDeviceHandleByIndex(i)
 		if r == nvml.ERROR_NOT_FOUND || r == nvml.ERROR_INVALID_ARGUMENT {
@@ -110,8 +114,40 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 		}
 		if inst.GPUInstanceID >= 0 {
 			rd.migHandles = append(rd.migHandles, migHandle{inst.GPUInstanceID, inst.ComputeInstanceID, m})
+			// A GPU instance split in several compute instances is one
+			// instance, each of its compute instances a MIG device.
+			if j, ok := byGI[inst.GPUInstanceID]; ok {
+				foldComputeInstance(&d.MIG[j], inst)
+				continue
+			}
+			byGI[inst.GPUInstanceID] = len(d.MIG)
 		}
 		d.MIG = append(d.MIG, inst)
+	}
+}
+
+// foldComputeInstance adds m, the MIG device of another compute instance of
+// inst's GPU instance, to inst: the first compute instance stays the one of
+// the lowest ID, the others follow by ID; the SMs add up (0, unknown, where
+// either's is); the memory and the profile, the GPU instance's, are taken
+// from m where inst lacks them.
+func foldComputeInstance(inst *gpu.MIGInstance, m gpu.MIGInstance) {
+	ci := gpu.MIGComputeInstance{UUID: m.UUID, ID: m.ComputeInstanceID}
+	if m.ComputeInstanceID >= 0 && (inst.ComputeInstanceID < 0 || m.ComputeInstanceID < inst.ComputeInstanceID) {
+		ci, inst.UUID, inst.ComputeInstanceID = gpu.MIGComputeInstance{UUID: inst.UUID, ID: inst.ComputeInstanceID}, m.UUID, m.ComputeInstanceID
+	}
+	inst.OtherComputeInstances = append(inst.OtherComputeInstances, ci)
+	slices.SortStableFunc(inst.OtherComputeInstances, func(a, b gpu.MIGComputeInstance) int { return cmp.Compare(a.ID, b.ID) })
+	if inst.SMCount > 0 && m.SMCount > 0 {
+		inst.SMCount += m.SMCount
+	} else {
+		inst.SMCount = 0
+	}
+	if inst.MemoryTotalBytes == 0 {
+		inst.MemoryTotalBytes, inst.MemoryUsedBytes = m.MemoryTotalBytes, m.MemoryUsedBytes
+	}
+	if inst.Profile == "" || inst.ProfileBuilt && !m.ProfileBuilt && m.Profile != "" {
+		inst.Profile, inst.ProfileBuilt = m.Profile, m.ProfileBuilt
 	}
 }
 

@@ -77,8 +77,12 @@ func TestMIGProcessesOfEveryComputeInstance(t *testing.T) {
 			if d.Up != tc.up {
 				t.Fatalf("up %v, want %v", d.Up, tc.up)
 			}
-			if tc.up && len(d.MIG) != len(tc.devs) {
-				t.Errorf("%d MIG instances, want %d", len(d.MIG), len(tc.devs))
+			gis := map[int]bool{} // one MIG instance per GPU instance
+			for _, m := range tc.devs {
+				gis[m.gi] = true
+			}
+			if tc.up && len(d.MIG) != len(gis) {
+				t.Errorf("%d MIG instances, want %d", len(d.MIG), len(gis))
 			}
 			got := map[uint32][2]int{}
 			for _, p := range d.Processes {
