@@ -179,7 +179,9 @@ func (c *gpuCollector) device(e *emitter, r *gpu.Readings, d *gpu.Device) {
 	if d.ContextSwitchCyclesTotal != nil {
 		e.counter(c.ctxSwitchCycles, float64(*d.ContextSwitchCyclesTotal), g, u)
 	}
-	e.gauge(c.processes, float64(len(d.Processes)), g, u)
+	if !d.ProcessesUnread {
+		e.gauge(c.processes, float64(len(d.Processes)), g, u)
+	}
 	e.optBool(c.eccEnabled, d.ECCEnabled, g, u)
 	if d.ECCCorrectedTotal != nil {
 		e.counter(c.eccErrors, float64(*d.ECCCorrectedTotal), g, u, "corrected")

@@ -134,6 +134,12 @@ type Device struct {
 	ComputeTimeSlice TimeSliceLevel
 
 	Processes []Process
+	// ProcessesUnread is true when the backend could not read the GPU's
+	// process list (NVML refused it: no permission, not supported; in MIG
+	// mode, the list of a MIG device): Processes, empty or not, does not
+	// then say how many processes have a context on the GPU. False where
+	// the list was read, and in the simulator.
+	ProcessesUnread bool
 	// UnlistedActivity is true when the interval's per-process utilization
 	// samples show SM or memory activity of processes not in Processes (nor
 	// graphics processes, which are not kept): processes that came and

@@ -453,7 +453,9 @@ func activityShares(d *gpu.Device, usage []*Usage) []float64 {
 // a whole GPU, its SM activity or some usage's kernel-busy time (NVML's
 // per-process samples, which name only the processes that ran) is known,
 // or the per-process utilization was read without a sample (no process
-// ran: every usage at 0). A GPU without usage is known idle.
+// ran: every usage at 0). A GPU or instance without usage is known idle
+// where its process list was read; where not (gpu.Device.ProcessesUnread)
+// only its own SM activity says so.
 func activityKnown(d *gpu.Device, usage []*Usage) bool {
 	if d.MIGEnabled {
 		for _, u := range usage {
@@ -461,14 +463,14 @@ func activityKnown(d *gpu.Device, usage []*Usage) bool {
 				return false
 			}
 		}
-		return true
+		return !d.ProcessesUnread || !slices.ContainsFunc(d.MIG, func(m gpu.MIGInstance) bool { return m.Activity.SMActive == nil })
 	}
 	for _, u := range usage {
 		if u.SMActive != nil || u.KernelBusy != nil {
 			return true
 		}
 	}
-	return len(usage) == 0 || d.NoProcessSamples
+	return len(usage) == 0 && (!d.ProcessesUnread || d.Activity.SMActive != nil) || d.NoProcessSamples
 }
 
 // figureKnown says whether u has an activity figure of its own (its share

@@ -463,6 +463,8 @@ func TestMeterCountersNeverDecrease(t *testing.T) {
 // tenant whose own activity was known while another instance's was not
 // was charged its part of the activity with its energy unknown: charged,
 // not served. Its energy is known with its activity, under either rule.
+// A GPU whose process list NVML refused had no usage and was known idle:
+// its energy, whatever ran, is unattributed unless its SM activity says 0.
 func TestMeterActivityUnknown(t *testing.T) {
 	mig := func(energy float64) gpu.Device {
 		return gpu.Device{UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, SMCount: 100, EnergyJoules: gpu.Float(energy),
@@ -474,6 +476,18 @@ func TestMeterActivityUnknown(t *testing.T) {
 	noneRan := func(energy float64) gpu.Device {
 		d := whole(energy)
 		d.NoProcessSamples = true
+		return d
+	}
+	unread := func(dev func(float64) gpu.Device) func(float64) gpu.Device {
+		return func(energy float64) gpu.Device {
+			d := dev(energy)
+			d.ProcessesUnread = true
+			return d
+		}
+	}
+	unreadIdle := func(energy float64) gpu.Device {
+		d := unread(whole)(energy)
+		d.Activity.SMActive = gpu.Float(0)
 		return d
 	}
 	type want struct {
@@ -522,6 +536,11 @@ func TestMeterActivityUnknown(t *testing.T) {
 			map[string]want{"a": {0, false, false}, "b": {0, false, false}}, 0},
 		{"whole no process ran, reservation", IdleByReservation, noneRan, []Usage{{Tenant: "a", UUID: "GPU-0"}, {Tenant: "b", UUID: "GPU-0"}},
 			map[string]want{"a": {50, false, false}, "b": {50, false, false}}, 0},
+		// a process list NVML refused (no permission) holds no usage:
+		// not that nothing ran, unless the GPU's own SM activity says so
+		{"whole process list unread", IdleToIdle, unread(whole), nil, nil, 100},
+		{"mig process lists unread", IdleByReservation, unread(mig), nil, nil, 100},
+		{"whole process list unread, SM activity 0", IdleToIdle, unreadIdle, nil, nil, 0},
 		// a rule left unset is idle
 		{"whole kernel-busy of one, rule unset", "", whole, []Usage{{Tenant: "a", UUID: "GPU-0", KernelBusy: gpu.Float(0.25)}, {Tenant: "b", UUID: "GPU-0"}},
 			map[string]want{"a": {25, false, false}, "b": {0, false, false}}, 0},

@@ -70,35 +70,116 @@ var knownGPUs = []struct {
 	{"NVIDIA A100-PCIE-", 108, 0},
 }
 
+// read reads a GPU's figures in turn while it answers: once a call returned
+// a fatal error, the GPU is reported down and nothing more is asked of it
+// this sample (every call of a GPU that stopped answering may wait out the
+// driver's timeout, ERROR_TIMEOUT, and the sample waits for every GPU).
 func (rd *devReader) read(d *gpu.Device, now time.Time) {
+	rd.now = now
+	rd.inTurn(
+		func() { rd.readBasic(d) },
+		func() { rd.readHealth(d) },
+		func() { rd.readMIG(d) },
+		func() { rd.readGPM(d, now) },
+		func() { rd.readProcesses(d) },
+		func() { rd.readVGPU(d, now) },
+	)
+	d.Mode = sharingMode(d)
+}
+
+// inTurn runs steps in order until one records a fatal error.
+func (rd *devReader) inTurn(steps ...func()) {
+	for _, step := range steps {
+		if rd.fatal != nil {
+			return
+		}
+		step()
+	}
+}
+
+// readBasic reads memory, clocks, power, temperature, the clock-event
+// reasons, energy, modes, ECC and utilization.
+func (rd *devReader) readBasic(d *gpu.Device) {
 	h := rd.ds.handle
 	b := rd.b
-	rd.now = now
-
-	d.MemoryTotalBytes, d.MemoryUsedBytes, _ = rd.memoryInfo(h, "")
 	for _, k := range knownGPUs {
 		if strings.HasPrefix(d.Name, k.prefix) {
 			d.SMCount, d.MemoryBandwidthBytesPS = k.sms, k.bandwidth
 		}
 	}
-	if v, r := h.GetClockInfo(nvml.CLOCK_SM); rd.ok("nvmlDeviceGetClockInfo(SM)", r) {
-		d.SMClockHz = gpu.Float(float64(v) * 1e6)
-	}
-	if v, r := h.GetMaxClockInfo(nvml.CLOCK_SM); rd.ok("nvmlDeviceGetMaxClockInfo(SM)", r) {
-		d.SMClockMaxHz = gpu.Float(float64(v) * 1e6)
-	}
-	if v, r := h.GetClockInfo(nvml.CLOCK_MEM); rd.ok("nvmlDeviceGetClockInfo(MEM)", r) {
-		d.MemClockHz = gpu.Float(float64(v) * 1e6)
-	}
-	if v, r := h.GetPowerUsage(); rd.ok("nvmlDeviceGetPowerUsage", r) {
-		d.PowerWatts = gpu.Float(float64(v) / 1000)
-	}
-	if v, r := h.GetEnforcedPowerLimit(); rd.ok("nvmlDeviceGetEnforcedPowerLimit", r) {
-		d.PowerLimitW = gpu.Float(float64(v) / 1000)
-	}
-	if v, r := h.GetTemperature(nvml.TEMPERATURE_GPU); rd.ok("nvmlDeviceGetTemperature", r) {
-		d.TemperatureC = gpu.Float(float64(v))
-	}
+	rd.inTurn(func() {
+		d.MemoryTotalBytes, d.MemoryUsedBytes, _ = rd.memoryInfo(h, "")
+	}, func() {
+		if v, r := h.GetClockInfo(nvml.CLOCK_SM); rd.ok("nvmlDeviceGetClockInfo(SM)", r) {
+			d.SMClockHz = gpu.Float(float64(v) * 1e6)
+		}
+	}, func() {
+		if v, r := h.GetMaxClockInfo(nvml.CLOCK_SM); rd.ok("nvmlDeviceGetMaxClockInfo(SM)", r) {
+			d.SMClockMaxHz = gpu.Float(float64(v) * 1e6)
+		}
+	}, func() {
+		if v, r := h.GetClockInfo(nvml.CLOCK_MEM); rd.ok("nvmlDeviceGetClockInfo(MEM)", r) {
+			d.MemClockHz = gpu.Float(float64(v) * 1e6)
+		}
+	}, func() {
+		if v, r := h.GetPowerUsage(); rd.ok("nvmlDeviceGetPowerUsage", r) {
+			d.PowerWatts = gpu.Float(float64(v) / 1000)
+		}
+	}, func() {
+		if v, r := h.GetEnforcedPowerLimit(); rd.ok("nvmlDeviceGetEnforcedPowerLimit", r) {
+			d.PowerLimitW = gpu.Float(float64(v) / 1000)
+		}
+	}, func() {
+		if v, r := h.GetTemperature(nvml.TEMPERATURE_GPU); rd.ok("nvmlDeviceGetTemperature", r) {
+			d.TemperatureC = gpu.Float(float64(v))
+		}
+	}, func() {
+		rd.readReasons(d)
+	}, func() {
+		if !b.has(symEnergy) {
+			rd.skip(symEnergy)
+		} else if v, r := h.GetTotalEnergyConsumption(); rd.ok("nvmlDeviceGetTotalEnergyConsumption", r) {
+			d.EnergyJoules = gpu.Float(float64(v) / 1000) // mJ
+		}
+	}, func() {
+		if v, r := h.GetPersistenceMode(); rd.ok("nvmlDeviceGetPersistenceMode", r) {
+			d.PersistenceMode = gpu.Bool(v == nvml.FEATURE_ENABLED)
+		}
+	}, func() {
+		if v, r := h.GetComputeMode(); rd.ok("nvmlDeviceGetComputeMode", r) {
+			d.ComputeMode = computeModeName(v)
+		}
+	}, func() {
+		cur, _, r := h.GetEccMode()
+		if !rd.ok("nvmlDeviceGetEccMode", r) {
+			return
+		}
+		d.ECCEnabled = gpu.Bool(cur == nvml.FEATURE_ENABLED)
+		if cur != nvml.FEATURE_ENABLED {
+			return
+		}
+		rd.inTurn(func() {
+			if v, r := h.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC); rd.ok("nvmlDeviceGetTotalEccErrors(corrected)", r) {
+				d.ECCCorrectedTotal = gpu.Uint(v)
+			}
+		}, func() {
+			if v, r := h.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); rd.ok("nvmlDeviceGetTotalEccErrors(uncorrected)", r) {
+				d.ECCUncorrectedTotal = gpu.Uint(v)
+			}
+		})
+	}, func() {
+		if u, r := h.GetUtilizationRates(); rd.ok("nvmlDeviceGetUtilizationRates", r) {
+			d.GPUUtil = gpu.Float(clamp01(float64(u.Gpu) / 100))
+			d.MemUtil = gpu.Float(clamp01(float64(u.Memory) / 100))
+		}
+	})
+}
+
+// readReasons reads the clock-event reasons, and from them and this
+// backend's own record whether the clocks are locked.
+func (rd *devReader) readReasons(d *gpu.Device) {
+	h := rd.ds.handle
+	b := rd.b
 	var reasonsKnown bool
 	switch {
 	case b.has(symClocksEventReasons):
@@ -128,44 +209,6 @@ func (rd *devReader) read(d *gpu.Device, now time.Time) {
 	case rd.ds.locked != nil || bitMeaningful:
 		d.ClocksLocked = gpu.Bool(false)
 	}
-	if b.has(symEnergy) {
-		if v, r := h.GetTotalEnergyConsumption(); rd.ok("nvmlDeviceGetTotalEnergyConsumption", r) {
-			d.EnergyJoules = gpu.Float(float64(v) / 1000) // mJ
-		}
-	} else {
-		rd.skip(symEnergy)
-	}
-	if v, r := h.GetPersistenceMode(); rd.ok("nvmlDeviceGetPersistenceMode", r) {
-		d.PersistenceMode = gpu.Bool(v == nvml.FEATURE_ENABLED)
-	}
-	if v, r := h.GetComputeMode(); rd.ok("nvmlDeviceGetComputeMode", r) {
-		d.ComputeMode = computeModeName(v)
-	}
-	if cur, _, r := h.GetEccMode(); rd.ok("nvmlDeviceGetEccMode", r) {
-		d.ECCEnabled = gpu.Bool(cur == nvml.FEATURE_ENABLED)
-		if cur == nvml.FEATURE_ENABLED {
-			if v, r := h.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC); rd.ok("nvmlDeviceGetTotalEccErrors(corrected)", r) {
-				d.ECCCorrectedTotal = gpu.Uint(v)
-			}
-			if v, r := h.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); rd.ok("nvmlDeviceGetTotalEccErrors(uncorrected)", r) {
-				d.ECCUncorrectedTotal = gpu.Uint(v)
-			}
-		}
-	}
-	if u, r := h.GetUtilizationRates(); rd.ok("nvmlDeviceGetUtilizationRates", r) {
-		d.GPUUtil = gpu.Float(clamp01(float64(u.Gpu) / 100))
-		d.MemUtil = gpu.Float(clamp01(float64(u.Memory) / 100))
-	}
-	if rd.fatal != nil {
-		return
-	}
-
-	rd.readHealth(d)
-	rd.readMIG(d)
-	rd.readGPM(d, now)
-	rd.readProcesses(d)
-	rd.readVGPU(d, now)
-	d.Mode = sharingMode(d)
 }
 
 // memoryInfo reads the memory size and use of a GPU or MIG device (what

@@ -79,6 +79,8 @@ func returnName(r nvml.Return) string {
 		return "ERROR_IN_USE"
 	case nvml.ERROR_LIB_RM_VERSION_MISMATCH:
 		return "ERROR_LIB_RM_VERSION_MISMATCH (libnvidia-ml and kernel module versions differ)"
+	case nvml.ERROR_DEPRECATED:
+		return "ERROR_DEPRECATED (a call this driver no longer serves)"
 	case nvml.ERROR_UNKNOWN:
 		return "ERROR_UNKNOWN"
 	}
@@ -100,11 +102,12 @@ func classify(r nvml.Return) outcome {
 		return outcomeOK
 	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND, nvml.ERROR_NO_PERMISSION,
 		nvml.ERROR_NOT_FOUND, nvml.ERROR_INSUFFICIENT_SIZE, nvml.ERROR_INVALID_ARGUMENT,
-		nvml.ERROR_ARGUMENT_VERSION_MISMATCH:
+		nvml.ERROR_ARGUMENT_VERSION_MISMATCH, nvml.ERROR_DEPRECATED:
 		// INVALID_ARGUMENT and VERSION_MISMATCH come from calls a GPU or
-		// driver does not implement in the form asked; NOT_FOUND from
-		// calls with no data yet (no utilization sample). None of them
-		// means the GPU stopped answering.
+		// driver does not implement in the form asked; DEPRECATED from
+		// calls a newer driver retired; NOT_FOUND from calls with no data
+		// yet (no utilization sample). None of them means the GPU stopped
+		// answering.
 		return outcomeAbsent
 	}
 	return outcomeFatal

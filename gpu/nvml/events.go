@@ -39,11 +39,15 @@ type eventWatcher struct {
 	registered map[string]nvml.Device
 	pending    map[string][]gpu.Event
 	dropped    map[string]int
+	// started: the goroutine runs, from the first GPU registered (the set
+	// is kept without one, for GPUs whose handles come later)
+	started bool
 }
 
-// startEvents registers every GPU for XID events and starts the watcher.
-// Without the event calls, or with no GPU able to report events, no
-// goroutine is started.
+// startEvents creates the event set and registers every GPU for XID
+// events. Without the event calls there is none; the goroutine starts with
+// the first GPU registered, here or when a GPU missing at start (every
+// GPU, on a host started while they were in reset) is acquired.
 func (b *Backend) startEvents() {
 	if !b.has(symEventSetCreate, symRegisterEvents) || !(b.has(symEventSetWait) || b.has(symEventSetWaitV1)) {
 		level.Info(b.logger).Log("msg", "driver lacks the NVML event calls; XID events are not reported")
@@ -56,20 +60,16 @@ func (b *Backend) startEvents() {
 	}
 	w := &eventWatcher{set: set, quit: make(chan struct{}), done: make(chan struct{}),
 		registered: map[string]nvml.Device{}, pending: map[string][]gpu.Event{}, dropped: map[string]int{}}
+	b.events = w
 	for _, ds := range b.devs {
 		if ds.handle != nil {
 			w.register(b, ds)
 		}
 	}
-	if len(w.registered) == 0 {
-		_ = set.Free()
-		return
-	}
-	b.events = w
-	go w.run(b)
 }
 
-// register adds a GPU's current handle to the event set.
+// register adds a GPU's current handle to the event set, starting the
+// goroutine at the first.
 func (w *eventWatcher) register(b *Backend, ds *devState) {
 	if r := ds.handle.RegisterEvents(nvml.EventTypeXidCriticalError, w.set); r != nvml.SUCCESS {
 		b.logOnce(ds.uuid+"/events", "msg", "GPU cannot report XID events; left out",
@@ -79,6 +79,14 @@ func (w *eventWatcher) register(b *Backend, ds *devState) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.registered[ds.uuid] = ds.handle
+	select {
+	case <-w.quit: // stopped
+	default:
+		if !w.started {
+			w.started = true
+			go w.run(b)
+		}
+	}
 }
 
 func (w *eventWatcher) run(b *Backend) {
@@ -223,9 +231,14 @@ func (b *Backend) takeEvents(ds *devState) []gpu.Event {
 	return evs
 }
 
-// stop ends the goroutine and frees the event set.
+// stop ends the goroutine, where one started, and frees the event set.
 func (w *eventWatcher) stop() {
+	w.mu.Lock()
 	close(w.quit)
-	<-w.done
+	started := w.started
+	w.mu.Unlock()
+	if started {
+		<-w.done
+	}
 	_ = w.set.Free()
 }

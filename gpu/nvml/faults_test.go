@@ -1,7 +1,9 @@
 package nvml
 
 import (
+	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -35,7 +37,11 @@ func TestErrorInjection(t *testing.T) {
 			func(d gpu.Device) bool { return d.Activity.SMActive == nil && d.ContextSwitchesTotal == nil },
 			[]string{"call=nvmlGpmQueryDeviceSupport"}},
 		{"processes no permission", "GetComputeRunningProcesses", nvml.ERROR_NO_PERMISSION, false,
-			func(d gpu.Device) bool { return len(d.Processes) == 0 }, []string{"call=nvmlDeviceGetComputeRunningProcesses", "ERROR_NO_PERMISSION"}},
+			func(d gpu.Device) bool { return len(d.Processes) == 0 && d.ProcessesUnread }, []string{"call=nvmlDeviceGetComputeRunningProcesses", "ERROR_NO_PERMISSION"}},
+		// a call a newer driver retired: that reading is gone, the GPU answers
+		{"retired pages deprecated", "GetRetiredPagesPendingStatus", nvml.ERROR_DEPRECATED, false,
+			func(d gpu.Device) bool { return d.Health.RetiredPagesPending == nil && d.Health.PCIeReplays != nil },
+			[]string{"call=nvmlDeviceGetRetiredPagesPendingStatus", "ERROR_DEPRECATED"}},
 		{"clock event reasons not supported", "GetCurrentClocksEventReasons", nvml.ERROR_NOT_SUPPORTED, false,
 			func(d gpu.Device) bool { return d.ThrottleReasonUnknown && d.ThrottleReason == 0 },
 			[]string{"call=nvmlDeviceGetCurrentClocksEventReasons"}},
@@ -326,43 +332,146 @@ func TestEventWaitPanicIsContained(t *testing.T) {
 	}
 }
 
+// A GPU whose handle NVML did not give at start is served down, comes
+// back once it answers, and is then registered for XID events and reports
+// them. With every GPU missing at start (an exporter started while they
+// were in reset, a one-GPU host) no event set was kept: the GPUs, once
+// back, never reported an XID.
 func TestGPUMissingAtStart(t *testing.T) {
-	f := newFixture(t, dgxh100.New())
-	byIndex := f.srv.DeviceGetHandleByIndexFunc
-	var broken atomic.Bool
-	broken.Store(true)
-	f.srv.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
-		if i == 2 && broken.Load() {
-			return nil, nvml.ERROR_GPU_IS_LOST
-		}
-		return byIndex(i)
+	for _, tc := range []struct {
+		name    string
+		missing func(i int) bool
+	}{
+		{"one GPU", func(i int) bool { return i == 2 }},
+		{"every GPU", func(int) bool { return true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			byIndex := f.srv.DeviceGetHandleByIndexFunc
+			var broken atomic.Bool
+			broken.Store(true)
+			f.srv.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+				if tc.missing(i) && broken.Load() {
+					return nil, nvml.ERROR_GPU_IS_LOST
+				}
+				return byIndex(i)
+			}
+			b := f.backend()
+			rd := sample(t, b)
+			if len(rd.Devices) != 8 || rd.Devices[2].Up || rd.Devices[2].Index != 2 ||
+				!strings.Contains(rd.Devices[2].Err, "nvmlDeviceGetHandleByIndex(2): ERROR_GPU_IS_LOST") {
+				t.Fatalf("GPU 2 = %+v", rd.Devices[2])
+			}
+			broken.Store(false)
+			f.clock.Advance(backoffBase)
+			rd = sample(t, b)
+			if d := rd.Devices[2]; !d.Up || d.UUID != f.devs[2].UUID {
+				t.Fatalf("GPU 2 did not come back: %+v", d)
+			}
+			// Once it is there, it is registered for XID events and reports them.
+			if n := len(f.devs[2].RegisterEventsCalls()); n != 1 {
+				t.Fatalf("GPU 2 registered for events %d times, want 1", n)
+			}
+			f.events <- nvml.EventData{Device: f.devs[2], EventType: nvml.EventTypeXidCriticalError, EventData: 94, GpuInstanceId: noInstance}
+			deadline := time.Now().Add(5 * time.Second)
+			var got []gpu.Event
+			for time.Now().Before(deadline) && len(got) == 0 {
+				got = sample(t, b).Devices[2].Events
+				time.Sleep(5 * time.Millisecond)
+			}
+			if len(got) != 1 || got[0].Code != 94 {
+				t.Errorf("events of the GPU missing at start = %+v", got)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
-	b := f.backend()
-	rd := sample(t, b)
-	if len(rd.Devices) != 8 || rd.Devices[2].Up || rd.Devices[2].Index != 2 ||
-		!strings.Contains(rd.Devices[2].Err, "nvmlDeviceGetHandleByIndex(2): ERROR_GPU_IS_LOST") {
-		t.Fatalf("GPU 2 = %+v", rd.Devices[2])
+}
+
+// A GPU is reported down at the first call that returns a fatal error, and
+// is asked nothing more that sample: a GPU whose calls time out
+// (ERROR_TIMEOUT, each after the driver waited out its own timeout) was
+// asked every other reading of the sample too, the whole sample, which
+// holds every GPU's series, waiting for each, and again at each retry.
+// Each case makes the GPU time out from one call on (the calls in the
+// order read).
+func TestGPUDownAskedNothingMore(t *testing.T) {
+	order := []string{"GetMemoryInfo", "GetClockInfo", "GetMaxClockInfo", "GetPowerUsage", "GetEnforcedPowerLimit",
+		"GetTemperature", "GetCurrentClocksEventReasons", "GetTotalEnergyConsumption", "GetPersistenceMode",
+		"GetComputeMode", "GetEccMode", "GetTotalEccErrors", "GetUtilizationRates", "GetFieldValues", "GetNvLinkState",
+		"GetNvLinkErrorCounter", "GetPcieThroughput", "GetPcieReplayCounter", "GetRemappedRows", "GetRetiredPages",
+		"GetRetiredPagesPendingStatus", "GpmQueryDeviceSupport", "GpmSampleGet", "GetComputeRunningProcesses",
+		"GetMPSComputeRunningProcesses", "GetGraphicsRunningProcesses", "GetProcessUtilization", "GetVirtualizationMode"}
+	for i, first := range order {
+		t.Run(first, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			const bad = 3
+			f.setProcs(bad, []nvml.ProcessInfo{{Pid: 7, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
+			for _, call := range order[i:] {
+				f.fail(bad, call, nvml.ERROR_TIMEOUT)
+			}
+			b := f.backend()
+			if d := sample(t, b).Devices[bad]; d.Up || !strings.Contains(d.Err, "ERROR_TIMEOUT") {
+				t.Fatalf("GPU %d up %v, error %q", bad, d.Up, d.Err)
+			}
+			if n := f.failedCalls(bad); n != 1 {
+				t.Errorf("%d calls that time out in the sample, want 1", n)
+			}
+			f.clock.Advance(backoffBase)
+			sample(t, b)
+			if n := f.failedCalls(bad); n != 1 {
+				t.Errorf("%d calls that time out in the retry, want 1", n)
+			}
+		})
 	}
-	broken.Store(false)
-	f.clock.Advance(backoffBase)
-	rd = sample(t, b)
-	if d := rd.Devices[2]; !d.Up || d.UUID != f.devs[2].UUID {
-		t.Fatalf("GPU 2 did not come back: %+v", d)
+}
+
+// A reset drops a clock lock. A GPU lost (GPU_IS_LOST, RESET_REQUIRED)
+// after its clocks were locked through the backend still read
+// ClocksLocked true once back, from the backend's own record, the only
+// source from R535 on. Its handle dropped, the record goes too: unknown.
+// A GPU that timed out keeps its handle, and the record.
+func TestClocksLockForgottenWithLostGPU(t *testing.T) {
+	for _, tc := range []struct {
+		ret  nvml.Return
+		want *bool
+	}{
+		{nvml.ERROR_GPU_IS_LOST, nil},
+		{nvml.ERROR_RESET_REQUIRED, nil},
+		{nvml.ERROR_TIMEOUT, gpu.Bool(true)},
+	} {
+		t.Run(returnName(tc.ret), func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			b := f.backend()
+			if err := b.LockClocks(context.Background(), f.devs[1].UUID, gpu.ClockLock{MinMHz: 1500, MaxMHz: 1500}); err != nil {
+				t.Fatal(err)
+			}
+			if d := sample(t, b).Devices[1]; d.ClocksLocked == nil || !*d.ClocksLocked {
+				t.Fatalf("ClocksLocked %v after the lock", d.ClocksLocked)
+			}
+			f.fail(1, "GetPowerUsage", tc.ret)
+			if d := sample(t, b).Devices[1]; d.Up {
+				t.Fatal("GPU up while failing")
+			}
+			f.fail(1, "GetPowerUsage", nvml.SUCCESS)
+			f.clock.Advance(backoffBase)
+			d := sample(t, b).Devices[1]
+			if !d.Up {
+				t.Fatalf("GPU not back: %s", d.Err)
+			}
+			if (d.ClocksLocked == nil) != (tc.want == nil) || d.ClocksLocked != nil && *d.ClocksLocked != *tc.want {
+				t.Errorf("ClocksLocked %v once back, want %v", fmtBool(d.ClocksLocked), fmtBool(tc.want))
+			}
+		})
 	}
-	// Once it is there, it is registered for XID events and reports them.
-	if n := len(f.devs[2].RegisterEventsCalls()); n != 1 {
-		t.Fatalf("GPU 2 registered for events %d times, want 1", n)
+}
+
+func fmtBool(b *bool) string {
+	if b == nil {
+		return "unknown"
 	}
-	f.events <- nvml.EventData{Device: f.devs[2], EventType: nvml.EventTypeXidCriticalError, EventData: 94, GpuInstanceId: noInstance}
-	deadline := time.Now().Add(5 * time.Second)
-	var got []gpu.Event
-	for time.Now().Before(deadline) && len(got) == 0 {
-		got = sample(t, b).Devices[2].Events
-		time.Sleep(5 * time.Millisecond)
-	}
-	if len(got) != 1 || got[0].Code != 94 {
-		t.Errorf("events of the GPU missing at start = %+v", got)
-	}
+	return strconv.FormatBool(*b)
 }
 
 // TestErrorMatrix injects each of the usual failures into every call the

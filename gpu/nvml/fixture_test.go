@@ -30,6 +30,7 @@ type fixture struct {
 
 	mu       sync.Mutex
 	failures map[string]nvml.Return // "gpu/call" -> injected return
+	failed   map[int]int            // gpu -> calls that returned an injected failure
 	missing  map[string]bool        // symbols the driver lacks
 	procs    map[int][]nvml.ProcessInfo
 	mps      map[int][]nvml.ProcessInfo
@@ -80,7 +81,7 @@ func newFixture(t testing.TB, srv *server.Server) *fixture {
 	t.Helper()
 	f := &fixture{
 		t: t, srv: srv, clock: gpu.NewManualClock(t0), logs: &syncBuffer{},
-		failures: map[string]nvml.Return{}, missing: map[string]bool{},
+		failures: map[string]nvml.Return{}, failed: map[int]int{}, missing: map[string]bool{},
 		procs: map[int][]nvml.ProcessInfo{}, mps: map[int][]nvml.ProcessInfo{}, gfx: map[int][]nvml.ProcessInfo{}, migProcs: map[[2]int][]nvml.ProcessInfo{},
 		samples: map[*mock.GpmSample]gpmTag{}, events: make(chan nvml.EventData, 16),
 		giNames: map[[2]int]string{},
@@ -191,13 +192,25 @@ func (f *fixture) fail(dev int, call string, r nvml.Return) {
 func (f *fixture) inject(dev int, call string) nvml.Return {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if r, ok := f.failures[fmt.Sprintf("%d/%s", dev, call)]; ok {
-		return r
+	r, ok := f.failures[fmt.Sprintf("%d/%s", dev, call)]
+	if !ok {
+		r, ok = f.failures[fmt.Sprintf("*/%s", call)]
 	}
-	if r, ok := f.failures[fmt.Sprintf("*/%s", call)]; ok {
-		return r
+	if !ok {
+		return nvml.SUCCESS
 	}
-	return nvml.SUCCESS
+	f.failed[dev]++
+	return r
+}
+
+// failedCalls returns how many calls of GPU dev returned an injected
+// failure, and restarts the count.
+func (f *fixture) failedCalls(dev int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.failed[dev]
+	f.failed[dev] = 0
+	return n
 }
 
 func (f *fixture) setMissing(syms ...string) {
@@ -430,6 +443,9 @@ func (f *fixture) migDevice(parent int, d *server.Device, gi *server.GpuInstance
 		return nvml.Memory_v2{Total: prof.MemorySizeMB << 20, Reserved: fixtureReserved, Used: 1 << 30}, f.inject(parent, "MIG.GetMemoryInfo")
 	}
 	m.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		if r := f.inject(parent, "MIG.GetComputeRunningProcesses"); r != nvml.SUCCESS {
+			return nil, r
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return append([]nvml.ProcessInfo(nil), f.migProcs[[2]int{parent, int(gi.Info.Id)}]...), nvml.SUCCESS

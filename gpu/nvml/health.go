@@ -58,38 +58,45 @@ var nvlinkErrorCounters = []struct {
 
 // readHealth reads NVLink, PCIe, remapped rows and retired pages. Each
 // figure the GPU does not support stays nil; a GPU that stops answering is
-// recorded as fatal by ok().
+// recorded as fatal by ok(), and nothing more is asked of it.
 func (rd *devReader) readHealth(d *gpu.Device) {
 	h := rd.ds.handle
 	hl := &d.Health
-	rd.readNVLink(h, hl)
-	if v, r := h.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES); rd.ok("nvmlDeviceGetPcieThroughput(TX)", r) {
-		hl.PCIeTxBytesPS = gpu.Float(float64(v) * 1024) // KB/s
-	}
-	if v, r := h.GetPcieThroughput(nvml.PCIE_UTIL_RX_BYTES); rd.ok("nvmlDeviceGetPcieThroughput(RX)", r) {
-		hl.PCIeRxBytesPS = gpu.Float(float64(v) * 1024)
-	}
-	if v, r := h.GetPcieReplayCounter(); rd.ok("nvmlDeviceGetPcieReplayCounter", r) && v >= 0 {
-		hl.PCIeReplays = gpu.Uint(uint64(v))
-	}
-	if rd.b.has(symRemappedRows) {
-		if corr, unc, pending, failed, r := h.GetRemappedRows(); rd.ok("nvmlDeviceGetRemappedRows", r) {
+	rd.inTurn(func() {
+		rd.readNVLink(h, hl)
+	}, func() {
+		if v, r := h.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES); rd.ok("nvmlDeviceGetPcieThroughput(TX)", r) {
+			hl.PCIeTxBytesPS = gpu.Float(float64(v) * 1024) // KB/s
+		}
+	}, func() {
+		if v, r := h.GetPcieThroughput(nvml.PCIE_UTIL_RX_BYTES); rd.ok("nvmlDeviceGetPcieThroughput(RX)", r) {
+			hl.PCIeRxBytesPS = gpu.Float(float64(v) * 1024)
+		}
+	}, func() {
+		if v, r := h.GetPcieReplayCounter(); rd.ok("nvmlDeviceGetPcieReplayCounter", r) && v >= 0 {
+			hl.PCIeReplays = gpu.Uint(uint64(v))
+		}
+	}, func() {
+		if !rd.b.has(symRemappedRows) {
+			rd.skip(symRemappedRows)
+		} else if corr, unc, pending, failed, r := h.GetRemappedRows(); rd.ok("nvmlDeviceGetRemappedRows", r) {
 			hl.RemappedRowsCorrectable = gpu.Uint(uint64(max(corr, 0)))
 			hl.RemappedRowsUncorrectable = gpu.Uint(uint64(max(unc, 0)))
 			hl.RowRemapPending, hl.RowRemapFailure = gpu.Bool(pending), gpu.Bool(failed)
 		}
-	} else {
-		rd.skip(symRemappedRows)
-	}
-	if v, r := h.GetRetiredPages(nvml.PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS); rd.ok("nvmlDeviceGetRetiredPages(single-bit)", r) {
-		hl.RetiredPagesSingleBit = gpu.Uint(uint64(len(v)))
-	}
-	if v, r := h.GetRetiredPages(nvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR); rd.ok("nvmlDeviceGetRetiredPages(double-bit)", r) {
-		hl.RetiredPagesDoubleBit = gpu.Uint(uint64(len(v)))
-	}
-	if v, r := h.GetRetiredPagesPendingStatus(); rd.ok("nvmlDeviceGetRetiredPagesPendingStatus", r) {
-		hl.RetiredPagesPending = gpu.Bool(v == nvml.FEATURE_ENABLED)
-	}
+	}, func() {
+		if v, r := h.GetRetiredPages(nvml.PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS); rd.ok("nvmlDeviceGetRetiredPages(single-bit)", r) {
+			hl.RetiredPagesSingleBit = gpu.Uint(uint64(len(v)))
+		}
+	}, func() {
+		if v, r := h.GetRetiredPages(nvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR); rd.ok("nvmlDeviceGetRetiredPages(double-bit)", r) {
+			hl.RetiredPagesDoubleBit = gpu.Uint(uint64(len(v)))
+		}
+	}, func() {
+		if v, r := h.GetRetiredPagesPendingStatus(); rd.ok("nvmlDeviceGetRetiredPagesPendingStatus", r) {
+			hl.RetiredPagesPending = gpu.Bool(v == nvml.FEATURE_ENABLED)
+		}
+	})
 }
 
 // readNVLink reads the NVLink counters in one field-value call, then the

@@ -55,7 +55,9 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 		// In MIG mode the whole-GPU list needs privileges, and through
 		// the v1 call (older drivers) it does not say the instances;
 		// the list of each MIG device has neither problem.
-		rd.readMIGProcesses(add)
+		d.ProcessesUnread = !rd.readMIGProcesses(add)
+	default: // refused: how many processes run is not known
+		d.ProcessesUnread = true
 	}
 	if rd.fatal != nil {
 		return
@@ -170,8 +172,8 @@ func unplaced(list []nvml.ProcessInfo) bool {
 // readMIGProcesses lists the compute processes of each MIG device (one per
 // compute instance), placing them in its GPU and compute instance where the
 // driver leaves them unset. A MIG device whose list is refused is left out;
-// the others are still read.
-func (rd *devReader) readMIGProcesses(add func([]nvml.ProcessInfo, gpu.ProcessType)) {
+// the others are still read. It says whether every list was read.
+func (rd *devReader) readMIGProcesses(add func([]nvml.ProcessInfo, gpu.ProcessType)) (all bool) {
 	hs := rd.migHandles
 	sort.Slice(hs, func(i, j int) bool {
 		if hs[i].gi != hs[j].gi {
@@ -179,12 +181,14 @@ func (rd *devReader) readMIGProcesses(add func([]nvml.ProcessInfo, gpu.ProcessTy
 		}
 		return hs[i].ci < hs[j].ci
 	})
+	all = true
 	for _, m := range hs {
 		list, r := m.h.GetComputeRunningProcesses()
 		if !rd.ok("nvmlDeviceGetComputeRunningProcesses(MIG)", r) {
 			if rd.fatal != nil {
-				return
+				return false
 			}
+			all = false
 			continue
 		}
 		for i := range list {
@@ -197,6 +201,7 @@ func (rd *devReader) readMIGProcesses(add func([]nvml.ProcessInfo, gpu.ProcessTy
 		}
 		add(list, gpu.ProcessCompute)
 	}
+	return all
 }
 
 func sortProcesses(ps []gpu.Process) {

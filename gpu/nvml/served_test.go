@@ -182,3 +182,47 @@ func TestGPUsMissingAtStartServed(t *testing.T) {
 		}
 	}
 }
+
+// A process list NVML refuses (NO_PERMISSION, NOT_SUPPORTED; in MIG mode a
+// MIG device's, the whole GPU's being refused without privileges) does not
+// say how many processes run: vgpu_gpu_processes was served 0, as for an
+// idle GPU. It is absent; a list read is served.
+func TestProcessCountUnreadServed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mig  bool
+		fail []string
+		ret  nvml.Return
+		want float64 // -1: absent
+	}{
+		{"read", false, nil, nvml.SUCCESS, 1},
+		{"no permission", false, []string{"GetComputeRunningProcesses"}, nvml.ERROR_NO_PERMISSION, -1},
+		{"not supported", false, []string{"GetComputeRunningProcesses"}, nvml.ERROR_NOT_SUPPORTED, -1},
+		{"MIG devices' lists read", true, []string{"GetComputeRunningProcesses"}, nvml.ERROR_NO_PERMISSION, 1},
+		{"a MIG device's list refused", true, []string{"GetComputeRunningProcesses", "MIG.GetComputeRunningProcesses"}, nvml.ERROR_NO_PERMISSION, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			const dev = 3
+			if tc.mig {
+				f.enableMIG(dev, nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+				f.migProcs[[2]int{dev, 0}] = []nvml.ProcessInfo{{Pid: 7, UsedGpuMemory: 1 << 30, GpuInstanceId: 0, ComputeInstanceId: 0}}
+			} else {
+				f.setProcs(dev, []nvml.ProcessInfo{{Pid: 7, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
+			}
+			for _, call := range tc.fail {
+				f.fail(dev, call, tc.ret)
+			}
+			s := newServed(t, f)
+			s.scrape(time.Second)
+			got := s.scrape(time.Second)
+			k := `vgpu_gpu_processes{gpu="3",uuid="` + f.devs[dev].UUID + `"}`
+			if v, ok := got[k]; ok != (tc.want >= 0) || ok && v != tc.want {
+				t.Errorf("%s = %g (served %v), want %g (-1: absent)", k, v, ok, tc.want)
+			}
+			if k := `vgpu_gpu_up{gpu="3",uuid="` + f.devs[dev].UUID + `"}`; got[k] != 1 {
+				t.Errorf("%s = %g, want 1", k, got[k])
+			}
+		})
+	}
+}
