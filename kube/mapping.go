@@ -372,9 +372,10 @@ func (m *Mapping) podsOn(ids ...string) []PodRef {
 //     them: a pod that holds no GPU of its own, the metadata not yet read);
 //     stale, the metadata may know by its predecessor's UID a pod replaced
 //     since by one of the same name, the process's: such pods are kept
-//     where no other pod holds the device(s), and the process is then given
-//     its predecessor's labels (a pod new since the last good read that
-//     holds a replica of its own is not given a replaced one's);
+//     where only they hold the device(s), and the process is then given its
+//     predecessor's labels; where pods the metadata does not know hold them
+//     too, the process may be in a replaced pod or in one new since the last
+//     good read (the same inputs either way), and none is chosen;
 //  3. otherwise a pod known only by its UID.
 //
 // Where it names no container, Holders lists those it may be in.
@@ -385,8 +386,13 @@ func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 			md := m.metaByName[c.Namespace+"/"+c.Name]
 			return md != nil && md.UID != cg.PodUID
 		})
-		if len(others) > 0 || !m.metaStale { // (stale: none other left, a replaced pod's maybe)
+		switch {
+		case !m.metaStale || len(others) == len(cands) || m.meta[cg.PodUID] != nil:
 			cands = others
+		case len(others) > 0:
+			cands = nil // a replaced pod or a new one: either may be the process's
+		default:
+			// only pods known by another UID: a replaced one's, maybe
 		}
 	}
 	if cg.PodUID != "" && m != nil {
@@ -439,18 +445,20 @@ func onePod(refs []PodRef) bool {
 // device) of cgroup facts cg, which ResolvePod placed at ref, may be in,
 // where ref does not name its container: the containers of ref's pod,
 // where ref names a pod; else every holder whose pod is not known (from
-// pod metadata) by a UID other than cg's, or, the metadata stale and no
-// such holder left, those it knows by another (a predecessor's, maybe, as
-// in ResolvePod). Each is given as ResolvePod would give it, with its
-// pod's labels and UID (cg's pod UID where the metadata does not know it,
-// or knows another and is stale). None where ref names its container, and
-// none where more than max are left: a caller trying each would take too
-// long, and no GPU is shared that many ways.
+// pod metadata) by a UID other than cg's, or, the metadata stale, every
+// holder: one it knows by another may have been replaced by the process's
+// pod (as in ResolvePod), and where pods it does not know hold the device
+// too, which of them the process is in is not known. Each is given as
+// ResolvePod would give it, with its pod's labels and UID (cg's pod UID
+// where the metadata does not know it, or knows another and is stale).
+// None where ref names its container, and none where more than max are
+// left: a caller trying each would take too long, and no GPU is shared
+// that many ways.
 func (m *Mapping) Holders(cg CgroupInfo, ref *PodRef, max int, ids ...string) []PodRef {
 	if m == nil || ref != nil && ref.Container != "" {
 		return nil
 	}
-	var out, replaced []PodRef
+	var out []PodRef
 	for _, c := range m.podsOn(ids...) {
 		if ref != nil && ref.Name != "" && (c.Namespace != ref.Namespace || c.Name != ref.Name) {
 			continue
@@ -462,8 +470,6 @@ func (m *Mapping) Holders(cg CgroupInfo, ref *PodRef, max int, ids ...string) []
 		case cg.PodUID == "" || c.UID == cg.PodUID:
 		case m.metaStale:
 			c.UID = cg.PodUID // known by its predecessor's, maybe
-			replaced = append(replaced, c)
-			continue
 		default:
 			continue // another pod's
 		}
@@ -471,9 +477,6 @@ func (m *Mapping) Holders(cg CgroupInfo, ref *PodRef, max int, ids ...string) []
 			return nil
 		}
 		out = append(out, c)
-	}
-	if len(out) == 0 && len(replaced) <= max {
-		out = replaced // no other holder left
 	}
 	return out
 }

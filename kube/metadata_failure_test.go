@@ -261,33 +261,58 @@ func TestPodMetadataFailureKeepsReplacedPod(t *testing.T) {
 	}
 }
 
-// A pod new since the last good read of the pod metadata, holding a
-// replica of its own of a GPU that a pod the metadata knows (search-0)
-// holds too, is attributed while the metadata cannot be read as while it
-// can: search-0, known by a UID other than the process's, is left out of
-// the device's holders where another pod is left, and kept (a pod
-// replaced meanwhile, TestPodMetadataFailureKeepsReplacedPod) only where
-// none is. Its processes were unassigned, search-0 kept beside it.
+// While the pod metadata cannot be read, a process on a GPU shared by
+// replicas between a pod the last good metadata knows (by a UID other than
+// the process's) and pods new since then may be in any of them: the known
+// one may have been replaced by one of the same name (a StatefulSet's, a
+// new UID), or the process may be in a new one, and pod-resources with
+// the stale metadata give the same inputs either way. It is given no pod
+// (its pod UID only) and tried as each holder: the tenant they all give,
+// else unassigned. A new pod's process was given its own pod, search-0
+// left out, and so search-0's replacement's process was charged to job-1's
+// tenant batch. Where only the known pod holds the GPU, it is given as a
+// replaced one (TestPodMetadataFailureKeepsReplacedPod); a process whose
+// pod UID the metadata knows is given its pod and container as ever.
 func TestPodMetadataFailureNewPodOnSharedGPU(t *testing.T) {
-	const uidJob = "88888888-8888-4888-8888-888888888888"
+	const (
+		uidJob = "88888888-8888-4888-8888-888888888888"
+		uidNew = "77777777-7777-4777-8777-777777777777" // search-0's replacement
+	)
 	const tenants = `tenants:
   - name: search
     class: latency
     selectors: [{kubernetes: {namespace: llm, labels: {app: search}, container: "*"}}]
   - name: batch
     class: batch
-    selectors: [{kubernetes: {namespace: research, pod: "job-*"}}]
+    selectors: [{kubernetes: {namespace: research}}]
 `
 	search0 := pod("llm", "search-0", "triton", "nvidia.com/gpu", "GPU-a::0")
+	train0 := pod("research", "train-0", "trainer", "nvidia.com/gpu", "GPU-a::0")
+	chat0 := pod("llm", "chat-0", "server", "nvidia.com/gpu", "GPU-a::1")
+	job1 := pod("research", "job-1", "worker", "nvidia.com/gpu", "GPU-a::1")
+	job2 := pod("research", "job-2", "worker", "nvidia.com/gpu", "GPU-a::2")
 	for _, tc := range []struct {
-		name    string
-		holders []*podresourcesv1.PodResources // of GPU-a, all new but search-0
+		name        string
+		holders     []*podresourcesv1.PodResources // of GPU-a, all new but search-0, chat-0 and train-0
+		uidRead     string                         // the process's pod UID while the metadata is read
+		wantRead    string
+		uidFailing  string // and while it fails
+		wantFailing string
+		wantPod     string // namespace/pod/container it is given failing; "" for its pod UID only
 	}{
-		// the one container left (ResolvePod)
-		{"its own replica", []*podresourcesv1.PodResources{search0, pod("research", "job-1", "worker", "nvidia.com/gpu", "GPU-a::1")}},
-		// either of two new pods, both batch (Holders)
-		{"two new pods", []*podresourcesv1.PodResources{search0, pod("research", "job-1", "worker", "nvidia.com/gpu", "GPU-a::1"),
-			pod("research", "job-2", "worker", "nvidia.com/gpu", "GPU-a::2")}},
+		// job-1's process, or search-0's replacement's: search or batch
+		{"a new pod beside another tenant's", []*podresourcesv1.PodResources{search0, job1},
+			uidJob, "batch", uidJob, tenant.Unassigned, ""},
+		{"search-0 replaced beside a new pod", []*podresourcesv1.PodResources{search0, job1},
+			uidSearch0, "search", uidNew, tenant.Unassigned, ""},
+		{"two new pods beside another tenant's", []*podresourcesv1.PodResources{search0, job1, job2},
+			uidJob, "batch", uidJob, tenant.Unassigned, ""},
+		// job-1's process, or train-0's replacement's: batch either way
+		{"a new pod beside its tenant's", []*podresourcesv1.PodResources{train0, job1},
+			uidJob, "batch", uidJob, "batch", ""},
+		// the metadata knows its pod UID: its pod, and its container there
+		{"a known pod's process beside a known and a new pod", []*podresourcesv1.PodResources{search0, chat0, job2},
+			uidSearch0, "search", uidSearch0, "search", "llm/search-0/triton"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := &podsServer{}
@@ -302,13 +327,15 @@ func TestPodMetadataFailureNewPodOnSharedGPU(t *testing.T) {
 			}
 			clk := gpu.NewManualClock(time.Unix(100, 0))
 			b, m := newBuilder(t, cfg, "", kube.Options{PodResourcesSocket: socket, PodMetadata: hs.URL + "/pods", Clock: clk})
-			r := &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-a", Up: true, Processes: []gpu.Process{
-				{PID: 7, GPUInstanceID: -1, ComputeInstanceID: -1, UID: -1, Cgroup: podCgroup(uidJob)}}}}}
+			on := func(uid string) *gpu.Readings {
+				return &gpu.Readings{Devices: []gpu.Device{{Index: 0, UUID: "GPU-a", Up: true, Processes: []gpu.Process{
+					{PID: 7, GPUInstanceID: -1, ComputeInstanceID: -1, UID: -1, Cgroup: podCgroup(uid)}}}}}
+			}
 
 			srv.set(http.StatusOK, podListJSON) // (the job pods not in it)
 			b.Refresh(context.Background())
-			if got := tenantsByKey(b.Build(r, gpu.SamplerStats{}))["GPU-a"]; got != "batch" {
-				t.Fatalf("metadata read: GPU-a -> %q, want batch", got)
+			if got := tenantsByKey(b.Build(on(tc.uidRead), gpu.SamplerStats{}))["GPU-a"]; got != tc.wantRead {
+				t.Fatalf("metadata read: GPU-a -> %q, want %q", got, tc.wantRead)
 			}
 
 			srv.set(http.StatusServiceUnavailable, "")
@@ -317,8 +344,28 @@ func TestPodMetadataFailureNewPodOnSharedGPU(t *testing.T) {
 			if md := m.Status().Metadata; md.Up || md.ErrorsTotal != 1 {
 				t.Fatalf("metadata status %+v, want down", md)
 			}
-			if got := tenantsByKey(b.Build(r, gpu.SamplerStats{}))["GPU-a"]; got != "batch" {
-				t.Errorf("metadata failing: GPU-a -> %q, want batch", got)
+			cg := kube.CgroupInfo{PodUID: tc.uidFailing}
+			ref := m.Mapping().ResolvePod(cg, "GPU-a")
+			var gotPod string
+			if ref != nil && ref.Name != "" {
+				gotPod = ref.Namespace + "/" + ref.Name + "/" + ref.Container
+			}
+			if ref == nil || gotPod != tc.wantPod || ref.UID != tc.uidFailing {
+				t.Errorf("metadata failing: resolved to %+v, want %q, pod UID %s", ref, tc.wantPod, tc.uidFailing)
+			}
+			if tc.wantPod != "" {
+				// (its container named: no holders)
+			} else if got := m.Mapping().Holders(cg, ref, 16, "GPU-a"); len(got) != len(tc.holders) {
+				t.Errorf("metadata failing: holders %+v, want all %d", got, len(tc.holders))
+			} else {
+				for _, h := range got {
+					if h.UID != tc.uidFailing {
+						t.Errorf("metadata failing: holder %+v, want pod UID %s", h, tc.uidFailing)
+					}
+				}
+			}
+			if got := tenantsByKey(b.Build(on(tc.uidFailing), gpu.SamplerStats{}))["GPU-a"]; got != tc.wantFailing {
+				t.Errorf("metadata failing: GPU-a -> %q, want %q", got, tc.wantFailing)
 			}
 		})
 	}
