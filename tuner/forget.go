@@ -267,7 +267,9 @@ func (t *Tuner) anyPauseTarget() bool {
 }
 
 // runningProcs returns the GPUs the snapshot read (up) and the processes
-// running on them: their readings' processes and their usage's PIDs.
+// running on them: their readings' processes and their usage's PIDs. A GPU
+// whose process list was not read (NVML refused it) tells nothing of its
+// processes: it is not up here.
 func runningProcs(snap *tenant.Snapshot) (up map[string]bool, running map[pidKey]bool) {
 	// the maps are made at their size (the devices' processes and the
 	// usage's PIDs are mostly the same): a map grown entry by entry
@@ -282,7 +284,7 @@ func runningProcs(snap *tenant.Snapshot) (up map[string]bool, running map[pidKey
 	up, running = make(map[string]bool, len(snap.Readings.Devices)), make(map[pidKey]bool, max(procs, pids))
 	for i := range snap.Readings.Devices {
 		d := &snap.Readings.Devices[i]
-		if !d.Up {
+		if !d.Up || d.ProcessesUnread {
 			continue
 		}
 		up[d.UUID] = true

@@ -103,7 +103,8 @@ func atMost(t *testing.T, bound int, after string, ks []kept) {
 }
 
 // A client missing from fewer than GoneAfter of readings, or from a GPU
-// the readings did not read, keeps its original and setting; once gone
+// the readings did not read or whose process list NVML refused
+// (ProcessesUnread), keeps its original and setting; once gone
 // for GoneAfter its original is closed in the journal as a restore would
 // (process gone, nothing to restore). A pause, which names its tenant by
 // a PID that may be gone, is never forgotten so.
@@ -126,12 +127,22 @@ func TestProcessKnobsKeptWhileBrieflyMissing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	unlisted := func() {
+		clk.Advance(15 * time.Second)
+		snap := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, ProcessesUnread: true}}, nil)
+		if _, err := tu.RunOnce(context.Background(), snap); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// three rounds missing, then a GPU not read: kept
 	for range 3 {
 		without(true)
 	}
 	for range 10 {
 		without(false)
+	}
+	for range 10 {
+		unlisted()
 	}
 	if _, ok := tu.originals[k]; !ok {
 		t.Fatalf("original of %s dropped while missing for less than %v", k, GoneAfter)
@@ -216,5 +227,37 @@ func TestFastTrackerForgetsGoneTenants(t *testing.T) {
 	}
 	if n := len(f.points); n > 2+int(10*time.Minute/(15*time.Second)) {
 		t.Errorf("%d tenants' counters kept, most of them unseen for far longer than ten windows", n)
+	}
+}
+
+// TestProcessPresentUnlisted: the latest snapshot tells whether a
+// target's process runs only where it read the GPU's process list: a
+// GPU down, not listed, or whose list NVML refused (ProcessesUnread)
+// tells nothing, and a restore there does not take the process for gone
+// (which would close its original, nothing set back).
+func TestProcessPresentUnlisted(t *testing.T) {
+	tg := Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 7}
+	for _, tc := range []struct {
+		name           string
+		dev            *gpu.Device
+		present, known bool
+	}{
+		{"listed", &gpu.Device{UUID: uuid0, Up: true, Processes: []gpu.Process{mpsProc(7, nil)}}, true, true},
+		{"gone", &gpu.Device{UUID: uuid0, Up: true, Processes: []gpu.Process{mpsProc(8, nil)}}, false, true},
+		{"GPU down", &gpu.Device{UUID: uuid0}, true, false},
+		{"GPU not listed", nil, true, false},
+		{"process list refused", &gpu.Device{UUID: uuid0, Up: true, ProcessesUnread: true}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tu, clk := newTestTuner(t, ModeEnforce, &recorder{}, nil, nil)
+			var devs []gpu.Device
+			if tc.dev != nil {
+				devs = append(devs, *tc.dev)
+			}
+			tu.last = snapshot(clk.Now(), devs, nil)
+			if present, known := tu.processPresent(tg); present != tc.present || known != tc.known {
+				t.Errorf("present %v, known %v; want %v, %v", present, known, tc.present, tc.known)
+			}
+		})
 	}
 }

@@ -432,15 +432,16 @@ func (t *Tuner) gpuLost(uuid string) bool {
 
 // processPresent reports whether the target's process still runs on its
 // GPU in the latest snapshot; known is false without one (before the
-// first, or one without readings) or where it reads the GPU down or lists
+// first, or one without readings) or where it reads the GPU down, lists
 // it not at all (its processes unlisted: not enumerated at this start, or
-// fallen off the bus), present then true.
+// fallen off the bus) or could not read its process list (NVML refused
+// it), present then true.
 func (t *Tuner) processPresent(tg Target) (present, known bool) {
 	if t.last == nil || t.last.Readings == nil {
 		return true, false
 	}
 	d := t.last.Readings.DeviceByUUID(tg.GPU)
-	if d == nil || !d.Up {
+	if d == nil || !d.Up || d.ProcessesUnread {
 		return true, false
 	}
 	for _, p := range d.Processes {
