@@ -320,7 +320,7 @@ func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
 		// anything else (a proxy's, a wrong --kubernetes.api-server path)
 		// fails as any other status does
 		return fmt.Errorf("%w (HTTP %s: %s)", errPodGone, status, msg)
-	case resp.StatusCode == http.StatusConflict && pod.UID != "" && st.Details.Kind == "pods" && st.Details.Name == pod.Name &&
+	case resp.StatusCode == http.StatusConflict && pod.UID != "" && isPodKind(st.Details.Kind) && st.Details.Name == pod.Name &&
 		strings.Contains(st.Message, "recondition"):
 		// the precondition's refusal (the API server's Status of the pod
 		// saying so): the pod of this name is another than the one whose
@@ -333,6 +333,10 @@ func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
 		return fmt.Errorf("HTTP %s: %s", status, msg)
 	}
 }
+
+// isPodKind says whether a Status's details name a pod: the eviction's
+// own precondition check names the kind "Pod", storage's "pods".
+func isPodKind(kind string) bool { return strings.EqualFold(strings.TrimSuffix(kind, "s"), "pod") }
 
 // errPodGone marks an eviction the API server answered with the pod's
 // NotFound: the pod is gone already (deleted, or evicted by another).

@@ -61,10 +61,18 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"details": map[string]string{"name": "train", "group": "policy", "kind": "poddisruptionbudgets"}})
 		return
 	}
-	if code == http.StatusConflict { // the pod's UID precondition refused
+	if code == http.StatusConflict { // the pod's UID precondition refused, as the eviction answers it
 		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "status": "Failure", "code": code, "reason": "Conflict",
-			"message": "Precondition failed: UID in precondition: " + uidMeant + ", UID in object meta: 9e5c8d1a-0000-4000-8000-000000000001",
+			"message": `Operation cannot be fulfilled on Pod "` + ev.Metadata.Name + `": the UID in the precondition (` + uidMeant +
+				`) does not match the UID in record (9e5c8d1a-0000-4000-8000-000000000001). The object might have been deleted and then recreated`,
+			"details": map[string]string{"name": ev.Metadata.Name, "kind": "Pod"}})
+		return
+	}
+	if code == conflictOfStorage { // the same, as storage's precondition answers it
+		w.WriteHeader(http.StatusConflict)
+		_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "status": "Failure", "code": http.StatusConflict, "reason": "Conflict",
+			"message": `Operation cannot be fulfilled on pods "` + ev.Metadata.Name + `": StorageError: invalid object, Code: 4, AdditionalErrorMsg: Precondition failed: UID in precondition: ` + uidMeant + `, UID in object meta: 9e5c8d1a-0000-4000-8000-000000000001`,
 			"details": map[string]string{"name": ev.Metadata.Name, "kind": "pods"}})
 		return
 	}
@@ -86,6 +94,11 @@ const notFoundElse = -404
 // conflictElse, in apiServer.codes, answers a 409 that is not the pod's
 // precondition (a PodDisruptionBudget's update conflict).
 const conflictElse = -409
+
+// conflictOfStorage, in apiServer.codes, answers the pod's UID
+// precondition refused as storage words it (the eviction's own check
+// names the kind "Pod", storage "pods").
+const conflictOfStorage = -4090
 
 func move(tenant, ns, name string) gpu.Move {
 	return gpu.Move{Tenant: tenant, FromUUID: "GPU-a", ToUUID: "GPU-b", Pod: &gpu.Pod{Namespace: ns, Name: name}}
@@ -143,6 +156,11 @@ func TestRebalance(t *testing.T) {
 		{name: "a pod of the name made since is not evicted: failed",
 			plan:  gpu.Plan{Moves: []gpu.Move{{Tenant: "train", Pod: &gpu.Pod{Namespace: "ml", Name: "train-0", UID: uidMeant}}}},
 			codes: map[string]int{"ml/train-0": http.StatusConflict},
+			paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}, uids: []string{uidMeant},
+			errHas: []string{"eviction of ml/train-0 (tenant train)", "409", "not the one planned (UID " + uidMeant + ")", "does not match the UID in record"}},
+		{name: "a pod of the name made since, storage's wording: failed",
+			plan:  gpu.Plan{Moves: []gpu.Move{{Tenant: "train", Pod: &gpu.Pod{Namespace: "ml", Name: "train-0", UID: uidMeant}}}},
+			codes: map[string]int{"ml/train-0": conflictOfStorage},
 			paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}, uids: []string{uidMeant},
 			errHas: []string{"eviction of ml/train-0 (tenant train)", "409", "not the one planned (UID " + uidMeant + ")", "Precondition failed"}},
 		{name: "another conflict is not read as a pod made since",
