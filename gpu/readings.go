@@ -136,10 +136,16 @@ type Device struct {
 	Processes []Process
 	// ProcessesUnread is true when the backend could not read the GPU's
 	// process list (NVML refused it: no permission, not supported; in MIG
-	// mode, the list of a MIG device): Processes, empty or not, does not
-	// then say how many processes have a context on the GPU. False where
-	// the list was read, and in the simulator.
+	// mode, the list of a MIG device, or a MIG device it could not ask):
+	// Processes, empty or not, does not then say how many processes have a
+	// context on the GPU. False where the list was read, and in the
+	// simulator. The processes of the lists read are still in Processes.
 	ProcessesUnread bool
+	// MPSProcessesUnread is true when the backend could not read the list
+	// of the GPU's MPS clients (NVML refused it, or the library lacks the
+	// call): an MPS client not in Processes may still run. False where it
+	// was read, and in the simulator.
+	MPSProcessesUnread bool
 	// UnlistedActivity is true when the interval's per-process utilization
 	// samples show SM or memory activity of processes not in Processes (nor
 	// graphics processes, which are not kept): processes that came and
@@ -238,6 +244,12 @@ type MIGInstance struct {
 	// GPU instance split in several (nvidia-smi mig -cci): each a MIG
 	// device of its own, which a device plugin may hand out alone.
 	OtherComputeInstances []MIGComputeInstance
+	// ProcessesUnread is true when the backend read the GPU's processes
+	// per MIG device and could not read the list of one of the instance's
+	// (refused, or a MIG device of no known GPU instance): a process of
+	// the instance not in the device's Processes may still run. False
+	// where its lists were read, and in the simulator.
+	ProcessesUnread bool
 }
 
 // MIGComputeInstance is one compute instance of a MIG GPU instance: its MIG

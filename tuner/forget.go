@@ -72,6 +72,11 @@ type procSeen struct {
 	absent   time.Duration
 	lastAt   time.Time
 	counting bool
+	// instance is the MIG GPU instance it was last listed in (placed),
+	// noted on a MIG GPU: where the GPU's lists are read in part, its
+	// absence is known where that instance's were (listsRead.holds)
+	instance int
+	placed   bool
 }
 
 // Forgetter is a guard that keeps state per target: Forget drops what it
@@ -110,12 +115,12 @@ func (t *Tuner) trackProc(tg Target, now time.Time) {
 // snapshot before had not read and the readings now, up, read, and counts
 // their absence in sample times (at, the snapshot's: procSeen.absent); it
 // marks those whose GPU they do not read (procSeen.unread).
-func (t *Tuner) countAbsence(up map[string]bool, now, at time.Time) {
+func (t *Tuner) countAbsence(up map[string]listsRead, now, at time.Time) {
 	for k, p := range t.procs {
 		if !p.journaled || p.observed {
 			continue
 		}
-		read := up[p.tg.GPU]
+		read := up[p.tg.GPU].holds(p)
 		switch {
 		case !read:
 			p.unread = true
@@ -151,7 +156,8 @@ func (t *Tuner) seenLately(k string, now time.Time) bool {
 
 // forgetGone drops what the tuner keeps of the process targets whose
 // process has been missing from its GPU (its readings' processes and its
-// usage's PIDs) for GoneAfter; a GPU the snapshot did not read tells
+// usage's PIDs) for GoneAfter; a GPU the snapshot did not read, or whose
+// list that would hold the process NVML refused (listsRead), tells
 // nothing. An MPS original is dropped as
 // the restore drops it (restoreOne), on a GPU in enforce mode, the one
 // the restores touch: its context is gone, and the next one starts with
@@ -163,11 +169,15 @@ func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 	up, running := runningProcs(snap)
 	var gone map[string]bool
 	for k, p := range t.procs {
+		read := up[p.tg.GPU]
 		switch {
-		case !up[p.tg.GPU]:
-		case running[pidKey{p.tg.GPU, p.tg.PID}]:
+		case running[pidKey{p.tg.GPU, p.tg.PID}] && read.any:
 			p.seen, p.observed = now, true
+			if read.mig {
+				p.instance, p.placed = listedIn(snap, p.tg)
+			}
 			t.procs[k] = p
+		case !read.holds(p):
 		case t.watches[k] != nil: // its successor is looked for (findSuccessors)
 		case t.hooks[k] != nil: // a hook runs on it (hooks.go): gone while it restarts the client
 		case t.waitsForListing(k): // (its wait runs on the samples' times: awaitsListing)
@@ -209,7 +219,8 @@ func (t *Tuner) forget(gone map[string]bool, now time.Time) {
 // otherwise keep a setting, a last change and the guards' state of every
 // tenant ever paused, served as its pause series, for good. A pause in
 // force is never dropped so (thawPauses ends it first); a GPU the
-// snapshot did not read tells nothing. Its tenant's failed-freeze count,
+// snapshot did not read, or whose list of its tenants' processes NVML
+// refused (listsRead.tenants), tells nothing. Its tenant's failed-freeze count,
 // served from 0 from its first pause, goes with its last pause setting,
 // the pause actuator's too where it can drop it.
 func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
@@ -220,7 +231,7 @@ func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
 	hasProc := PausableTenants(snap)
 	var gone map[string]bool
 	for k, st := range t.targets {
-		if st.Knob != gpu.KnobPauseDuty || !up[st.GPU] {
+		if st.Knob != gpu.KnobPauseDuty || !up[st.GPU].tenants {
 			continue
 		}
 		if _, open := t.originals[k]; open || hasProc[st.Tenant] {
@@ -266,11 +277,69 @@ func (t *Tuner) anyPauseTarget() bool {
 	return false
 }
 
-// runningProcs returns the GPUs the snapshot read (up) and the processes
-// running on them: their readings' processes and their usage's PIDs. A GPU
-// whose process list was not read (NVML refused it) tells nothing of its
-// processes: it is not up here.
-func runningProcs(snap *tenant.Snapshot) (up map[string]bool, running map[pidKey]bool) {
+// listsRead is which of a GPU's process lists a snapshot read: a target's
+// process missing from them is known gone only where the list that would
+// hold it was read (NVML may refuse one and answer another).
+type listsRead struct {
+	any     bool // the GPU read up, some list of it read
+	mps     bool // its MPS clients'
+	tenants bool // its tenants' processes': the MPS clients' on a GPU in MPS mode, else the compute processes' (every MIG device's, in MIG mode)
+	mig     bool // the GPU in MIG mode
+	// unreadGI are, on a MIG GPU whose lists were read in part, the GPU
+	// instances whose lists were not
+	unreadGI map[int]bool
+}
+
+// readLists says which of d's process lists were read.
+func readLists(d *gpu.Device) listsRead {
+	if !d.Up {
+		return listsRead{}
+	}
+	r := listsRead{any: true, mps: !d.MPSProcessesUnread, tenants: !d.ProcessesUnread, mig: d.MIGEnabled}
+	if d.Mode == gpu.SharingMPS {
+		r.tenants = r.mps
+	}
+	if d.MIGEnabled && d.ProcessesUnread {
+		r.unreadGI = map[int]bool{}
+		for _, m := range d.MIG {
+			if m.ProcessesUnread {
+				r.unreadGI[m.GPUInstanceID] = true
+			}
+		}
+	}
+	return r
+}
+
+// holds says whether the lists read would hold p's process: an MPS
+// client's cap's in the MPS clients' list, a pause's tenant's or a
+// placed process's in its tenants' (on a MIG GPU read in part, the list
+// of the instance it was last listed in, where known).
+func (r listsRead) holds(p procSeen) bool {
+	switch {
+	case p.tg.Knob == gpu.KnobMPSActiveThreads:
+		return r.mps
+	case p.placed && r.unreadGI != nil:
+		return !r.unreadGI[p.instance]
+	}
+	return r.tenants
+}
+
+// listedIn is the MIG GPU instance snap lists tg's process in, if any.
+func listedIn(snap *tenant.Snapshot, tg Target) (gi int, ok bool) {
+	if d := snap.Readings.DeviceByUUID(tg.GPU); d != nil {
+		for _, p := range d.Processes {
+			if p.PID == tg.PID && p.GPUInstanceID >= 0 {
+				return p.GPUInstanceID, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// runningProcs returns which process lists of each GPU the snapshot read
+// (up) and the processes running on them: their readings' processes and
+// their usage's PIDs. A GPU not read, down, is not in up.
+func runningProcs(snap *tenant.Snapshot) (up map[string]listsRead, running map[pidKey]bool) {
 	// the maps are made at their size (the devices' processes and the
 	// usage's PIDs are mostly the same): a map grown entry by entry
 	// allocates and rehashes on the way, every round
@@ -281,13 +350,13 @@ func runningProcs(snap *tenant.Snapshot) (up map[string]bool, running map[pidKey
 	for _, u := range snap.Usage {
 		pids += len(u.PIDs)
 	}
-	up, running = make(map[string]bool, len(snap.Readings.Devices)), make(map[pidKey]bool, max(procs, pids))
+	up, running = make(map[string]listsRead, len(snap.Readings.Devices)), make(map[pidKey]bool, max(procs, pids))
 	for i := range snap.Readings.Devices {
 		d := &snap.Readings.Devices[i]
-		if !d.Up || d.ProcessesUnread {
+		if !d.Up {
 			continue
 		}
-		up[d.UUID] = true
+		up[d.UUID] = readLists(d)
 		for _, p := range d.Processes {
 			running[pidKey{d.UUID, p.PID}] = true
 		}

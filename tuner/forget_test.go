@@ -36,12 +36,15 @@ func (capEvery) Decide(s *State) []Action {
 // each history point, and the guards' per-target state. Without
 // forgetGone every one of them grew with every PID ever capped (2,000
 // rounds: 8,000 settings and history values a point, 1,000 originals, a
-// round 4.5 ms at 500 rounds and 30 ms at 2,000).
+// round 4.5 ms at 500 rounds and 30 ms at 2,000). So too where NVML
+// refuses the GPU's compute list and answers the MPS clients' (which
+// would hold a capped client).
 func TestProcessKnobsForgotten(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		err  error
-	}{{"applied", nil}, {"failing", errors.New("boom")}} {
+		name          string
+		err           error
+		computeUnread bool
+	}{{"applied", nil, false}, {"failing", errors.New("boom"), false}, {"compute list refused", nil, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := openJournal(t, filepath.Join(t.TempDir(), "j"))
 			defer j.Close()
@@ -67,7 +70,8 @@ func TestProcessKnobsForgotten(t *testing.T) {
 					hold.Block(Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: pid}, Fraction(0.2), clk.Now())
 					pid++
 				}
-				if _, err := tu.RunOnce(context.Background(), snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: procs}}, nil)); err != nil {
+				d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: procs, ProcessesUnread: tc.computeUnread}
+				if _, err := tu.RunOnce(context.Background(), snapshot(clk.Now(), []gpu.Device{d}, nil)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -103,8 +107,9 @@ func atMost(t *testing.T, bound int, after string, ks []kept) {
 }
 
 // A client missing from fewer than GoneAfter of readings, or from a GPU
-// the readings did not read or whose process list NVML refused
-// (ProcessesUnread), keeps its original and setting; once gone
+// the readings did not read or whose MPS clients' list NVML refused
+// (MPSProcessesUnread: the compute list alone read), keeps its original
+// and setting; once gone
 // for GoneAfter its original is closed in the journal as a restore would
 // (process gone, nothing to restore). A pause, which names its tenant by
 // a PID that may be gone, is never forgotten so.
@@ -129,7 +134,7 @@ func TestProcessKnobsKeptWhileBrieflyMissing(t *testing.T) {
 	}
 	unlisted := func() {
 		clk.Advance(15 * time.Second)
-		snap := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, ProcessesUnread: true}}, nil)
+		snap := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, MPSProcessesUnread: true}}, nil)
 		if _, err := tu.RunOnce(context.Background(), snap); err != nil {
 			t.Fatal(err)
 		}
@@ -231,22 +236,37 @@ func TestFastTrackerForgetsGoneTenants(t *testing.T) {
 }
 
 // TestProcessPresentUnlisted: the latest snapshot tells whether a
-// target's process runs only where it read the GPU's process list: a
-// GPU down, not listed, or whose list NVML refused (ProcessesUnread)
-// tells nothing, and a restore there does not take the process for gone
-// (which would close its original, nothing set back).
+// target's process runs only where it read the list that would hold it:
+// a GPU down, not listed, or whose list NVML refused tells nothing, and a
+// restore there does not take the process for gone (which would close its
+// original, nothing set back). An MPS client's is the MPS clients' list,
+// read where the compute list was refused; a placed process's on a MIG
+// GPU, every MIG device's.
 func TestProcessPresentUnlisted(t *testing.T) {
-	tg := Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 7}
+	capped := Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 7}
+	placed := Target{GPU: uuid0, Knob: gpu.KnobPlacement, PID: 7}
+	mig := func(unread bool) *gpu.Device {
+		return &gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, ProcessesUnread: unread,
+			MIG:       []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2, ProcessesUnread: unread}},
+			Processes: []gpu.Process{{PID: 8, Type: gpu.ProcessCompute, GPUInstanceID: 1, ComputeInstanceID: 0}}}
+	}
 	for _, tc := range []struct {
 		name           string
+		tg             Target
 		dev            *gpu.Device
 		present, known bool
 	}{
-		{"listed", &gpu.Device{UUID: uuid0, Up: true, Processes: []gpu.Process{mpsProc(7, nil)}}, true, true},
-		{"gone", &gpu.Device{UUID: uuid0, Up: true, Processes: []gpu.Process{mpsProc(8, nil)}}, false, true},
-		{"GPU down", &gpu.Device{UUID: uuid0}, true, false},
-		{"GPU not listed", nil, true, false},
-		{"process list refused", &gpu.Device{UUID: uuid0, Up: true, ProcessesUnread: true}, true, false},
+		{"listed", capped, &gpu.Device{UUID: uuid0, Up: true, Processes: []gpu.Process{mpsProc(7, nil)}}, true, true},
+		{"gone", capped, &gpu.Device{UUID: uuid0, Up: true, Processes: []gpu.Process{mpsProc(8, nil)}}, false, true},
+		{"GPU down", capped, &gpu.Device{UUID: uuid0}, true, false},
+		{"GPU not listed", capped, nil, true, false},
+		{"MPS clients' list refused", capped, &gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, MPSProcessesUnread: true}, true, false},
+		{"compute list refused, gone", capped, &gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, ProcessesUnread: true,
+			Processes: []gpu.Process{mpsProc(8, nil)}}, false, true},
+		{"compute list refused, listed", capped, &gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, ProcessesUnread: true,
+			Processes: []gpu.Process{mpsProc(7, nil)}}, true, true},
+		{"placed, MIG lists read", placed, mig(false), false, true},
+		{"placed, a MIG device's list refused", placed, mig(true), true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tu, clk := newTestTuner(t, ModeEnforce, &recorder{}, nil, nil)
@@ -255,9 +275,41 @@ func TestProcessPresentUnlisted(t *testing.T) {
 				devs = append(devs, *tc.dev)
 			}
 			tu.last = snapshot(clk.Now(), devs, nil)
-			if present, known := tu.processPresent(tg); present != tc.present || known != tc.known {
+			if present, known := tu.processPresent(tc.tg); present != tc.present || known != tc.known {
 				t.Errorf("present %v, known %v; want %v, %v", present, known, tc.present, tc.known)
 			}
 		})
+	}
+}
+
+// On a MIG GPU whose lists NVML answers for some GPU instances and
+// refuses for others, a placed process missing for GoneAfter is forgotten
+// where the list of the instance it was listed in was read, and kept
+// where it was not.
+func TestPlacedProcessForgottenOnMIGReadInPart(t *testing.T) {
+	tu, clk := newTestTuner(t, ModeEnforce, &recorder{}, nil, nil)
+	in1 := Target{GPU: uuid0, Knob: gpu.KnobPlacement, PID: 5}
+	in2 := Target{GPU: uuid0, Knob: gpu.KnobPlacement, PID: 6}
+	tu.trackProc(in1, clk.Now())
+	tu.trackProc(in2, clk.Now())
+	round := func(procs []gpu.Process) {
+		d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, ProcessesUnread: true,
+			MIG: []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2, ProcessesUnread: true}}, Processes: procs}
+		tu.forgetGone(snapshot(clk.Now(), []gpu.Device{d}, nil), clk.Now())
+	}
+	// listed once each (the list of GPU instance 2 read then), then
+	// missing for GoneAfter while it is refused
+	round([]gpu.Process{{PID: 5, Type: gpu.ProcessCompute, GPUInstanceID: 1}, {PID: 6, Type: gpu.ProcessCompute, GPUInstanceID: 2}})
+	for range 5 {
+		clk.Advance(15 * time.Second)
+		round(nil)
+	}
+	for _, c := range []struct {
+		tg   Target
+		kept bool
+	}{{in1, false}, {in2, true}} {
+		if _, ok := tu.procs[c.tg.String()]; ok != c.kept {
+			t.Errorf("%s (listed in GPU instance %d) kept %v after %v missing, want %v", c.tg, c.tg.PID-4, ok, 5*15*time.Second, c.kept)
+		}
 	}
 }

@@ -44,8 +44,18 @@ func pauseEach() Decider {
 // history point), the last changes, the guards' per-target state and the
 // tenant's failed-freeze count served from 0. A
 // pause in force is kept, however long its tenant is away, until it is
-// thawed.
+// thawed. On an MPS GPU whose compute list NVML refuses, the MPS clients'
+// list, read, tells where its tenants run.
 func TestEndedPausesOfGoneTenantsForgotten(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		computeUnread bool
+	}{{"lists read", false}, {"compute list refused", true}} {
+		t.Run(tc.name, func(t *testing.T) { testEndedPausesForgotten(t, tc.computeUnread) })
+	}
+}
+
+func testEndedPausesForgotten(t *testing.T, computeUnread bool) {
 	clk := gpu.NewManualClock(t0)
 	back := &Backoff{Base: time.Second, Max: time.Hour}
 	hold := &RevertHold{Hold: time.Hour}
@@ -73,7 +83,7 @@ func TestEndedPausesOfGoneTenantsForgotten(t *testing.T) {
 			}
 			hold.Block(Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: pid + uint32(j)}, Duty(0.9), clk.Now())
 		}
-		snap := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: procs}}, usage)
+		snap := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: procs, ProcessesUnread: computeUnread}}, usage)
 		snap.Tenants = nil
 		if _, err := tu.RunOnce(context.Background(), snap); err != nil {
 			t.Fatal(err)

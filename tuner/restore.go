@@ -434,20 +434,23 @@ func (t *Tuner) gpuLost(uuid string) bool {
 // GPU in the latest snapshot; known is false without one (before the
 // first, or one without readings) or where it reads the GPU down, lists
 // it not at all (its processes unlisted: not enumerated at this start, or
-// fallen off the bus) or could not read its process list (NVML refused
-// it), present then true.
+// fallen off the bus) or could not read the list that would hold the
+// process (NVML refused it: listsRead), present then true.
 func (t *Tuner) processPresent(tg Target) (present, known bool) {
 	if t.last == nil || t.last.Readings == nil {
 		return true, false
 	}
 	d := t.last.Readings.DeviceByUUID(tg.GPU)
-	if d == nil || !d.Up || d.ProcessesUnread {
+	if d == nil || !d.Up {
 		return true, false
 	}
 	for _, p := range d.Processes {
 		if p.PID == tg.PID {
 			return true, true
 		}
+	}
+	if !readLists(d).holds(procSeen{tg: tg}) {
+		return true, false
 	}
 	return false, true
 }

@@ -162,7 +162,7 @@ func (t *Tuner) noteRecent(snap *tenant.Snapshot, now time.Time) {
 	up, running := runningProcs(snap)
 	tenants := pidTenants(snap)
 	for k := range running {
-		if !up[k.gpu] {
+		if !up[k.gpu].any {
 			continue
 		}
 		p := t.onGPU[k]
@@ -425,7 +425,7 @@ func (w *successorWatch) observe(snap *tenant.Snapshot) {
 		return
 	}
 	up, running := runningProcs(snap)
-	if !up[w.tg.GPU] {
+	if !up[w.tg.GPU].holds(procSeen{tg: w.tg}) {
 		return
 	}
 	w.read, w.running = true, running[pidKey{w.tg.GPU, w.tg.PID}]

@@ -71,7 +71,9 @@ func TestLockClocks(t *testing.T) {
 		{"above GPU max", gpu.ClockLock{MinMHz: 1500, MaxMHz: 2500}, nvml.SUCCESS, "above the GPU's maximum", nil, 1, 0},
 		{"no permission", gpu.ClockLock{MinMHz: 1500, MaxMHz: 1600}, nvml.ERROR_NO_PERMISSION, "root", nil, 2, 0},
 		{"not supported", gpu.ClockLock{MinMHz: 1500, MaxMHz: 1600}, nvml.ERROR_NOT_SUPPORTED, "NOT_SUPPORTED", gpu.ErrNotSupported, 3, 0},
-		{"reset", gpu.ClockLock{}, nvml.SUCCESS, "", nil, 3, 1},
+		// a retired call is not supported: not retried as a failure
+		{"deprecated", gpu.ClockLock{MinMHz: 1500, MaxMHz: 1600}, nvml.ERROR_DEPRECATED, "DEPRECATED", gpu.ErrNotSupported, 4, 0},
+		{"reset", gpu.ClockLock{}, nvml.SUCCESS, "", nil, 4, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f.fail(1, "SetGpuLockedClocks", tc.inject)

@@ -21,6 +21,9 @@ type devReader struct {
 	// migHandles are the MIG device handles, in MIG mode: one per compute
 	// instance (a GPU instance may hold several).
 	migHandles []migHandle
+	// migUnlisted: a MIG device has no handle in migHandles (its handle
+	// refused, or its GPU instance not given): its list is not read.
+	migUnlisted bool
 }
 
 // migHandle is a MIG device handle with its GPU and compute instance IDs

@@ -26,11 +26,12 @@ func (e *Error) Error() string {
 }
 
 // Is lets errors.Is(err, gpu.ErrNotSupported) and errors.Is(err, gpu.ErrBusy)
-// work on NVML errors.
+// work on NVML errors: a call the driver does not serve (NOT_SUPPORTED,
+// FUNCTION_NOT_FOUND, DEPRECATED: retired) is not supported.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case gpu.ErrNotSupported:
-		return e.Return == nvml.ERROR_NOT_SUPPORTED || e.Return == nvml.ERROR_FUNCTION_NOT_FOUND
+		return e.Return == nvml.ERROR_NOT_SUPPORTED || e.Return == nvml.ERROR_FUNCTION_NOT_FOUND || e.Return == nvml.ERROR_DEPRECATED
 	case gpu.ErrBusy:
 		return e.Return == nvml.ERROR_IN_USE
 	}
@@ -180,13 +181,14 @@ func errBusyf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", gpu.ErrBusy, fmt.Sprintf(format, args...))
 }
 
-// controlErr converts the result of a setting call: NOT_SUPPORTED wraps
-// gpu.ErrNotSupported, IN_USE gpu.ErrBusy, NO_PERMISSION says what is needed.
+// controlErr converts the result of a setting call: NOT_SUPPORTED (and
+// FUNCTION_NOT_FOUND, DEPRECATED) wraps gpu.ErrNotSupported, IN_USE
+// gpu.ErrBusy, NO_PERMISSION says what is needed.
 func controlErr(uuid, call string, r nvml.Return) error {
 	switch r {
 	case nvml.SUCCESS:
 		return nil
-	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND:
+	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND, nvml.ERROR_DEPRECATED:
 		return fmt.Errorf("GPU %s: %w: %w", uuid, gpu.ErrNotSupported, retErr(call, r))
 	case nvml.ERROR_IN_USE:
 		return fmt.Errorf("GPU %s: %w: %w", uuid, gpu.ErrBusy, retErr(call, r))

@@ -490,6 +490,7 @@ func TestErrorMatrix(t *testing.T) {
 		"MIG.GetMemoryInfo": {5}, "GetFieldValues": {3, 5}, "NVLinkField": {3, 5}, "GetNvLinkState": {3, 5},
 		"GetPcieThroughput": {3, 5}, "GetPcieReplayCounter": {3, 5}, "GetRemappedRows": {3, 5},
 		"GetRetiredPages": {3, 5}, "GetRetiredPagesPendingStatus": {3, 5},
+		"GetMigDeviceHandleByIndex": {5}, "MIG.GetGpuInstanceId": {5},
 	}
 	fatal := map[nvml.Return]bool{nvml.ERROR_NOT_SUPPORTED: false, nvml.ERROR_NO_PERMISSION: false,
 		nvml.ERROR_GPU_IS_LOST: true, nvml.ERROR_TIMEOUT: true}
@@ -519,5 +520,51 @@ func TestErrorMatrix(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The readings say which process lists NVML answered: with the compute
+// list refused the MPS clients' is still read and its clients listed, and
+// the other way round; the tuner takes a client missing from a list read
+// for gone, and from one refused (or a library without the call) for
+// unknown. Both flags were one: a refused compute list hid the MPS
+// clients' list, read, from the tuner, which kept every client it capped.
+func TestProcessListsRead(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		fail              string
+		missing           string
+		pids              []uint32
+		unread, mpsUnread bool
+	}{
+		{"both read", "", "", []uint32{7, 41}, false, false},
+		{"compute list refused", "GetComputeRunningProcesses", "", []uint32{41}, true, false},
+		{"MPS clients' list refused", "GetMPSComputeRunningProcesses", "", []uint32{7}, false, true},
+		{"MPS clients' call missing", "", symMPSProcesses, []uint32{7}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			f.setProcs(2, []nvml.ProcessInfo{{Pid: 7, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}},
+				[]nvml.ProcessInfo{{Pid: 41, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}})
+			if tc.fail != "" {
+				f.fail(2, tc.fail, nvml.ERROR_NOT_SUPPORTED)
+			}
+			if tc.missing != "" {
+				f.setMissing(tc.missing)
+			}
+			b := f.backend()
+			sample(t, b)
+			f.clock.Advance(time.Second)
+			d := sample(t, b).Devices[2]
+			var pids []uint32
+			for _, p := range d.Processes {
+				pids = append(pids, p.PID)
+			}
+			if !slices.Equal(pids, tc.pids) || d.ProcessesUnread != tc.unread || d.MPSProcessesUnread != tc.mpsUnread {
+				t.Errorf("processes %v, ProcessesUnread %v, MPSProcessesUnread %v; want %v, %v, %v",
+					pids, d.ProcessesUnread, d.MPSProcessesUnread, tc.pids, tc.unread, tc.mpsUnread)
+			}
+			f.closeWithoutLeaks(b)
+		})
 	}
 }

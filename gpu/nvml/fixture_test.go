@@ -392,7 +392,7 @@ func (f *fixture) wireDevice(i int, d *server.Device) {
 		if idx >= len(gis) {
 			return nil, nvml.ERROR_NOT_FOUND
 		}
-		return f.migDevice(i, d, gis[idx]), nvml.SUCCESS
+		return f.migDevice(i, d, gis[idx]), f.inject(i, "GetMigDeviceHandleByIndex")
 	}
 	d.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
 		if r := f.inject(i, "GetGpuInstanceById"); r != nvml.SUCCESS {
@@ -434,7 +434,7 @@ func (f *fixture) migDevice(parent int, d *server.Device, gi *server.GpuInstance
 	m.GetUUIDFunc = func() (string, nvml.Return) {
 		return fmt.Sprintf("MIG-%d-%d", parent, gi.Info.Id), nvml.SUCCESS
 	}
-	m.GetGpuInstanceIdFunc = func() (int, nvml.Return) { return int(gi.Info.Id), nvml.SUCCESS }
+	m.GetGpuInstanceIdFunc = func() (int, nvml.Return) { return int(gi.Info.Id), f.inject(parent, "MIG.GetGpuInstanceId") }
 	m.GetComputeInstanceIdFunc = func() (int, nvml.Return) { return 0, nvml.SUCCESS }
 	m.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
 		return nvml.Memory{Total: prof.MemorySizeMB << 20, Used: 1<<30 + fixtureReserved}, f.inject(parent, "MIG.GetMemoryInfo")

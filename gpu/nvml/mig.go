@@ -67,6 +67,7 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 			if rd.fatal != nil {
 				return
 			}
+			rd.migUnlisted = true // a MIG device whose list is not read
 			continue
 		}
 		inst := gpu.MIGInstance{GPUInstanceID: -1, ComputeInstanceID: -1}
@@ -103,7 +104,10 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 		if inst.UUID != "" && seenUUID[inst.UUID] {
 			continue
 		}
-		if k := (migKey{inst.GPUInstanceID, inst.ComputeInstanceID}); inst.GPUInstanceID >= 0 {
+		// Two MIG devices of their own UUIDs whose compute instance IDs
+		// NVML did not give are two compute instances of the GPU instance
+		// (each served with ID -1).
+		if k := (migKey{inst.GPUInstanceID, inst.ComputeInstanceID}); inst.GPUInstanceID >= 0 && (inst.ComputeInstanceID >= 0 || inst.UUID == "") {
 			if seen[k] {
 				continue
 			}
@@ -121,6 +125,9 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 				continue
 			}
 			byGI[inst.GPUInstanceID] = len(d.MIG)
+		} else {
+			// its processes cannot be placed: its list is not read
+			rd.migUnlisted = true
 		}
 		d.MIG = append(d.MIG, inst)
 	}

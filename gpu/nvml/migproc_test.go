@@ -3,6 +3,7 @@ package nvml
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -16,33 +17,43 @@ import (
 // instance (the MIG devices' lists leave both unset). A GPU instance split
 // in two compute instances kept only the last one's MIG device, so the
 // other's processes were not listed, and no process had its compute
-// instance.
+// instance. The lists not read (refused; a MIG device of no known GPU
+// instance, never asked) set the GPU's ProcessesUnread and their
+// instance's: the tuner knows the others' processes gone where missing.
+// Compute instances of unknown IDs (-1) are each read.
 func TestMIGProcessesOfEveryComputeInstance(t *testing.T) {
 	type migDev struct {
-		gi, ci int
+		gi, ci int // -1: NVML does not give it
 		pid    uint32
 		r      nvml.Return // of its process list
 	}
 	for _, tc := range []struct {
-		name string
-		devs []migDev
-		up   bool
-		want map[uint32][2]int // PID -> GPU instance, compute instance
-		logs []string          // in one log line
+		name     string
+		devs     []migDev
+		up       bool
+		want     map[uint32][2]int // PID -> GPU instance, compute instance
+		unreadGI []int             // the instances whose lists were not read
+		logs     []string          // in one log line
 	}{
 		{"two compute instances of one GPU instance",
 			[]migDev{{1, 0, 77, nvml.SUCCESS}, {1, 1, 88, nvml.SUCCESS}},
-			true, map[uint32][2]int{77: {1, 0}, 88: {1, 1}}, nil},
+			true, map[uint32][2]int{77: {1, 0}, 88: {1, 1}}, nil, nil},
 		{"one compute instance in each of two GPU instances",
 			[]migDev{{1, 0, 77, nvml.SUCCESS}, {2, 0, 88, nvml.SUCCESS}},
-			true, map[uint32][2]int{77: {1, 0}, 88: {2, 0}}, nil},
+			true, map[uint32][2]int{77: {1, 0}, 88: {2, 0}}, nil, nil},
+		{"two compute instances of unknown IDs",
+			[]migDev{{1, -1, 77, nvml.SUCCESS}, {1, -1, 88, nvml.SUCCESS}},
+			true, map[uint32][2]int{77: {1, -1}, 88: {1, -1}}, nil, nil},
 		{"a MIG device's list refused, the others read",
 			[]migDev{{1, 0, 77, nvml.ERROR_NO_PERMISSION}, {1, 1, 88, nvml.SUCCESS}, {2, 0, 99, nvml.SUCCESS}},
-			true, map[uint32][2]int{88: {1, 1}, 99: {2, 0}},
+			true, map[uint32][2]int{88: {1, 1}, 99: {2, 0}}, []int{1},
 			[]string{"call=nvmlDeviceGetComputeRunningProcesses(MIG)", "ERROR_NO_PERMISSION"}},
+		{"a MIG device of unknown GPU instance",
+			[]migDev{{-1, 0, 77, nvml.SUCCESS}, {2, 0, 99, nvml.SUCCESS}},
+			true, map[uint32][2]int{99: {2, 0}}, []int{-1}, nil},
 		{"a MIG device lost: the GPU is down",
 			[]migDev{{1, 0, 77, nvml.SUCCESS}, {1, 1, 88, nvml.ERROR_GPU_IS_LOST}},
-			false, map[uint32][2]int{}, nil},
+			false, map[uint32][2]int{}, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, dgxh100.New())
@@ -51,9 +62,9 @@ func TestMIGProcessesOfEveryComputeInstance(t *testing.T) {
 			var devs []nvml.Device
 			for _, m := range tc.devs {
 				devs = append(devs, &mock.Device{
-					GetUUIDFunc:              func() (string, nvml.Return) { return fmt.Sprintf("MIG-0-%d-%d", m.gi, m.ci), nvml.SUCCESS },
-					GetGpuInstanceIdFunc:     func() (int, nvml.Return) { return m.gi, nvml.SUCCESS },
-					GetComputeInstanceIdFunc: func() (int, nvml.Return) { return m.ci, nvml.SUCCESS },
+					GetUUIDFunc:              func() (string, nvml.Return) { return fmt.Sprintf("MIG-0-%d-%d", m.gi, m.pid), nvml.SUCCESS },
+					GetGpuInstanceIdFunc:     func() (int, nvml.Return) { return m.gi, given(m.gi) },
+					GetComputeInstanceIdFunc: func() (int, nvml.Return) { return m.ci, given(m.ci) },
 					GetMemoryInfoFunc:        func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 40 << 30}, nvml.SUCCESS },
 					GetMemoryInfo_v2Func:     func() (nvml.Memory_v2, nvml.Return) { return nvml.Memory_v2{Total: 40 << 30}, nvml.SUCCESS },
 					GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
@@ -91,9 +102,27 @@ func TestMIGProcessesOfEveryComputeInstance(t *testing.T) {
 			if !maps.Equal(got, tc.want) {
 				t.Errorf("processes (PID: GPU instance, compute instance) %v, want %v", got, tc.want)
 			}
+			var unread []int
+			for _, m := range d.MIG {
+				if m.ProcessesUnread {
+					unread = append(unread, m.GPUInstanceID)
+				}
+			}
+			if tc.up && (!slices.Equal(unread, tc.unreadGI) || d.ProcessesUnread != (tc.unreadGI != nil)) {
+				t.Errorf("lists unread of GPU instances %v (the GPU's ProcessesUnread %v), want %v", unread, d.ProcessesUnread, tc.unreadGI)
+			}
 			if tc.logs != nil && f.logs.count(tc.logs...) != 1 {
 				t.Errorf("no log line with %q:\n%s", tc.logs, f.logs.String())
 			}
 		})
 	}
+}
+
+// given is what NVML returns with an ID: NOT_SUPPORTED where the ID is -1
+// (not given).
+func given(id int) nvml.Return {
+	if id < 0 {
+		return nvml.ERROR_NOT_SUPPORTED
+	}
+	return nvml.SUCCESS
 }

@@ -2,6 +2,7 @@ package nvml
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -55,7 +56,7 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 		// In MIG mode the whole-GPU list needs privileges, and through
 		// the v1 call (older drivers) it does not say the instances;
 		// the list of each MIG device has neither problem.
-		d.ProcessesUnread = !rd.readMIGProcesses(add)
+		d.ProcessesUnread = !rd.readMIGProcesses(d, add)
 	default: // refused: how many processes run is not known
 		d.ProcessesUnread = true
 	}
@@ -66,11 +67,11 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 		if list, r := h.GetMPSComputeRunningProcesses(); rd.ok("nvmlDeviceGetMPSComputeRunningProcesses", r) {
 			add(list, gpu.ProcessMPS)
 		} else {
-			complete = false
+			complete, d.MPSProcessesUnread = false, true
 		}
 	} else {
 		rd.skip(symMPSProcesses)
-		complete = false
+		complete, d.MPSProcessesUnread = false, true
 	}
 	if rd.fatal != nil {
 		return
@@ -171,9 +172,14 @@ func unplaced(list []nvml.ProcessInfo) bool {
 
 // readMIGProcesses lists the compute processes of each MIG device (one per
 // compute instance), placing them in its GPU and compute instance where the
-// driver leaves them unset. A MIG device whose list is refused is left out;
-// the others are still read. It says whether every list was read.
-func (rd *devReader) readMIGProcesses(add func([]nvml.ProcessInfo, gpu.ProcessType)) (all bool) {
+// driver leaves them unset. A MIG device whose list is refused is left out,
+// its instance's ProcessesUnread set; the others are still read. It says
+// whether every list was read: not where a MIG device has no handle to
+// read it with (rd.migUnlisted; an instance of no GPU instance ID unread).
+func (rd *devReader) readMIGProcesses(d *gpu.Device, add func([]nvml.ProcessInfo, gpu.ProcessType)) (all bool) {
+	for i := range d.MIG {
+		d.MIG[i].ProcessesUnread = d.MIG[i].GPUInstanceID < 0
+	}
 	hs := rd.migHandles
 	sort.Slice(hs, func(i, j int) bool {
 		if hs[i].gi != hs[j].gi {
@@ -181,7 +187,7 @@ func (rd *devReader) readMIGProcesses(add func([]nvml.ProcessInfo, gpu.ProcessTy
 		}
 		return hs[i].ci < hs[j].ci
 	})
-	all = true
+	all = !rd.migUnlisted
 	for _, m := range hs {
 		list, r := m.h.GetComputeRunningProcesses()
 		if !rd.ok("nvmlDeviceGetComputeRunningProcesses(MIG)", r) {
@@ -189,6 +195,9 @@ func (rd *devReader) readMIGProcesses(add func([]nvml.ProcessInfo, gpu.ProcessTy
 				return false
 			}
 			all = false
+			if i := slices.IndexFunc(d.MIG, func(inst gpu.MIGInstance) bool { return inst.GPUInstanceID == m.gi }); i >= 0 {
+				d.MIG[i].ProcessesUnread = true
+			}
 			continue
 		}
 		for i := range list {

@@ -186,7 +186,10 @@ func TestGPUsMissingAtStartServed(t *testing.T) {
 // A process list NVML refuses (NO_PERMISSION, NOT_SUPPORTED; in MIG mode a
 // MIG device's, the whole GPU's being refused without privileges) does not
 // say how many processes run: vgpu_gpu_processes was served 0, as for an
-// idle GPU. It is absent; a list read is served.
+// idle GPU. It is absent; a list read is served. So too where a MIG
+// device's list was never asked for: its handle refused, or its GPU
+// instance not given (it was served, of GPU instance -1, and the GPU's
+// count 0 as if every list had been read).
 func TestProcessCountUnreadServed(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -200,6 +203,8 @@ func TestProcessCountUnreadServed(t *testing.T) {
 		{"not supported", false, []string{"GetComputeRunningProcesses"}, nvml.ERROR_NOT_SUPPORTED, -1},
 		{"MIG devices' lists read", true, []string{"GetComputeRunningProcesses"}, nvml.ERROR_NO_PERMISSION, 1},
 		{"a MIG device's list refused", true, []string{"GetComputeRunningProcesses", "MIG.GetComputeRunningProcesses"}, nvml.ERROR_NO_PERMISSION, -1},
+		{"a MIG device's handle refused", true, []string{"GetComputeRunningProcesses", "GetMigDeviceHandleByIndex"}, nvml.ERROR_NO_PERMISSION, -1},
+		{"a MIG device's GPU instance not given", true, []string{"GetComputeRunningProcesses", "MIG.GetGpuInstanceId"}, nvml.ERROR_NOT_SUPPORTED, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, dgxh100.New())
