@@ -30,8 +30,8 @@ func newLastUsage() lastUsage {
 }
 
 // record records the usage of the sample r of the tenants follow says
-// (nil: every tenant) and returns the GPUs r lists but does not read
-// (nil: none). The latest usage of a tenant on such a GPU moves on by the
+// (nil: every tenant) and returns the GPUs r lists but does not read, or
+// whose process lists it does not all read (nil: none). The latest usage of a tenant on such a GPU moves on by the
 // interval since the previous sample: the tenant is not known to have
 // left it, and only the time before it stopped being read counts.
 func (l *lastUsage) record(r *gpu.Readings, usage []Usage, follow func(tenant string) bool) map[string]bool {
@@ -53,7 +53,9 @@ func (l *lastUsage) record(r *gpu.Readings, usage []Usage, follow func(tenant st
 	}
 	var down map[string]bool
 	for i := range r.Devices {
-		if !r.Devices[i].Up {
+		// a GPU whose process lists were not all read does not show
+		// that a tenant left it, as one not read at all
+		if !r.Devices[i].Up || r.Devices[i].ProcessesUnread {
 			if down == nil {
 				down = map[string]bool{}
 			}

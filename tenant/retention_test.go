@@ -147,7 +147,7 @@ func keptOf(s *Snapshot, tenant string) *KeptCount {
 // minutes, a job (a tenant of its own) that leaves a GPU after the sample
 // at "left" keeps its meters and context-switch count until "gone", one
 // hour of samples without usage later, not counting the time the GPU was
-// lost; then they are forgotten, the GPU's meters untouched, so that the
+// lost or its process lists not read; then they are forgotten, the GPU's meters untouched, so that the
 // tenants and idle add up to the GPU's energy less what the job had; back,
 // it starts at 0.
 func TestDepartedMetersForgotten(t *testing.T) {
@@ -156,13 +156,16 @@ func TestDepartedMetersForgotten(t *testing.T) {
 		name       string
 		left       int    // the job's last sample with usage
 		down       [2]int // samples in which the GPU is lost: [from, to)
+		unread     [2]int // samples in which NVML refuses its process lists
 		gone, back int
 	}{
-		{"gone an hour after it left", 2, [2]int{}, 8, 10},
-		{"the time the GPU is lost does not count", 2, [2]int{3, 20}, 25, 26},
+		{"gone an hour after it left", 2, [2]int{}, [2]int{}, 8, 10},
+		{"the time the GPU is lost does not count", 2, [2]int{3, 20}, [2]int{}, 25, 26},
 		// lost once, 40 minutes after it left: those 40 minutes count
-		{"the time before the GPU is lost counts", 2, [2]int{6, 7}, 9, 10},
-		{"lost for one sample, 20 minutes after it left", 2, [2]int{4, 5}, 9, 10},
+		{"the time before the GPU is lost counts", 2, [2]int{6, 7}, [2]int{}, 9, 10},
+		{"lost for one sample, 20 minutes after it left", 2, [2]int{4, 5}, [2]int{}, 9, 10},
+		// nothing read of its processes says the job left: as a GPU lost
+		{"the time its process lists are not read does not count", 2, [2]int{}, [2]int{3, 20}, 25, 26},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pods := &churnPods{}
@@ -180,6 +183,11 @@ func TestDepartedMetersForgotten(t *testing.T) {
 				r := churnReadings(i, step, names...)
 				if i >= tc.down[0] && i < tc.down[1] {
 					r.Devices[0].Up = false
+				}
+				if i >= tc.unread[0] && i < tc.unread[1] {
+					// (its activity not read either: no unlisted activity
+					// goes to a tenant of its own, forgotten with the job)
+					r.Devices[0].Processes, r.Devices[0].ProcessesUnread, r.Devices[0].Activity.SMActive = nil, true, nil
 				}
 				pods.refresh(r.Time, false, false)
 				s := b.Build(r, gpu.SamplerStats{})
