@@ -246,9 +246,10 @@ type MIGInstance struct {
 	OtherComputeInstances []MIGComputeInstance
 	// ProcessesUnread is true when the backend read the GPU's processes
 	// per MIG device and could not read the list of one of the instance's
-	// (refused, or a MIG device of no known GPU instance): a process of
-	// the instance not in the device's Processes may still run. False
-	// where its lists were read, and in the simulator.
+	// (refused), or could not ask a MIG device of the GPU (its handle
+	// refused, its GPU instance not given: every instance's is set): a
+	// process of the instance not in the device's Processes may still
+	// run. False where its lists were read, and in the simulator.
 	ProcessesUnread bool
 }
 

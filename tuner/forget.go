@@ -74,9 +74,11 @@ type procSeen struct {
 	counting bool
 	// instance is the MIG GPU instance it was last listed in (placed),
 	// noted on a MIG GPU: where the GPU's lists are read in part, its
-	// absence is known where that instance's were (listsRead.holds)
-	instance int
-	placed   bool
+	// absence is known where that instance's were (listsRead.holds); mps,
+	// that it was last listed as an MPS client: its absence is known
+	// where the MPS clients' list was read
+	instance    int
+	placed, mps bool
 }
 
 // Forgetter is a guard that keeps state per target: Forget drops what it
@@ -95,7 +97,10 @@ func (c Chain) Forget(gone map[string]bool) {
 	}
 }
 
-// trackProc notes a process target the tuner keeps something of.
+// trackProc notes a process target the tuner keeps something of, with
+// the list the latest snapshot (the one acted on) holds its process in: a
+// process moved or exited before the next one is still known gone where
+// that list is read.
 func (t *Tuner) trackProc(tg Target, now time.Time) {
 	if tg.PID == 0 || !endsWithProcess(tg.Knob) {
 		return
@@ -107,7 +112,28 @@ func (t *Tuner) trackProc(tg Target, now time.Time) {
 	if t.procs == nil {
 		t.procs = map[string]procSeen{}
 	}
-	t.procs[k] = procSeen{tg: tg, seen: now}
+	p := procSeen{tg: tg, seen: now}
+	p.noteListing(t.last)
+	t.procs[k] = p
+}
+
+// noteListing notes the list snap holds p's process in, where it lists it
+// on its GPU: the MIG GPU instance (on a MIG GPU), whether an MPS client's.
+func (p *procSeen) noteListing(snap *tenant.Snapshot) {
+	if snap == nil || snap.Readings == nil {
+		return
+	}
+	d := snap.Readings.DeviceByUUID(p.tg.GPU)
+	if d == nil || !d.Up {
+		return
+	}
+	i := slices.IndexFunc(d.Processes, func(q gpu.Process) bool { return q.PID == p.tg.PID })
+	if i < 0 {
+		return
+	}
+	q := d.Processes[i]
+	p.mps = q.Type == gpu.ProcessMPS
+	p.instance, p.placed = q.GPUInstanceID, d.MIGEnabled && q.GPUInstanceID >= 0
 }
 
 // countAbsence starts, at now, the absence count of the process
@@ -173,9 +199,7 @@ func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 		switch {
 		case running[pidKey{p.tg.GPU, p.tg.PID}] && read.any:
 			p.seen, p.observed = now, true
-			if read.mig {
-				p.instance, p.placed = listedIn(snap, p.tg)
-			}
+			p.noteListing(snap)
 			t.procs[k] = p
 		case !read.holds(p):
 		case t.watches[k] != nil: // its successor is looked for (findSuccessors)
@@ -202,6 +226,7 @@ func (t *Tuner) forget(gone map[string]bool, now time.Time) {
 		delete(t.changes, k)
 		delete(t.pending, k)
 		delete(t.refused, k)
+		delete(t.pauseMPS, k)
 		t.endedUnseen.Seen(k)
 		if o, ok := t.originals[k]; ok && o.Target.Knob == gpu.KnobMPSActiveThreads && t.enforcedOn(o.Target.GPU) {
 			t.dropGoneOriginal(k, now)
@@ -219,8 +244,8 @@ func (t *Tuner) forget(gone map[string]bool, now time.Time) {
 // otherwise keep a setting, a last change and the guards' state of every
 // tenant ever paused, served as its pause series, for good. A pause in
 // force is never dropped so (thawPauses ends it first); a GPU the
-// snapshot did not read, or whose list of its tenants' processes NVML
-// refused (listsRead.tenants), tells nothing. Its tenant's failed-freeze count,
+// snapshot did not read, or whose list that would hold its tenant's
+// processes NVML refused (listsRead.holdsTenant), tells nothing. Its tenant's failed-freeze count,
 // served from 0 from its first pause, goes with its last pause setting,
 // the pause actuator's too where it can drop it.
 func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
@@ -231,7 +256,13 @@ func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
 	hasProc := PausableTenants(snap)
 	var gone map[string]bool
 	for k, st := range t.targets {
-		if st.Knob != gpu.KnobPauseDuty || !up[st.GPU].tenants {
+		if st.Knob != gpu.KnobPauseDuty {
+			continue
+		}
+		if hasProc[st.Tenant] {
+			t.notePauseListing(snap, k, st)
+		}
+		if !up[st.GPU].holdsTenant(t.pauseMPS[k]) {
 			continue
 		}
 		if _, open := t.originals[k]; open || hasProc[st.Tenant] {
@@ -266,6 +297,40 @@ func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
 	}
 }
 
+// notePauseListing notes whether the processes snap lists of pause
+// setting k's tenant on its GPU are all MPS clients (t.pauseMPS); where it
+// lists none there, what was noted stays.
+func (t *Tuner) notePauseListing(snap *tenant.Snapshot, k string, st Setting) {
+	d := snap.Readings.DeviceByUUID(st.GPU)
+	if d == nil || !d.Up {
+		return
+	}
+	pids := map[uint32]bool{}
+	for _, u := range snap.Usage {
+		if u.Tenant == st.Tenant && u.UUID == st.GPU {
+			for _, pid := range u.PIDs {
+				pids[pid] = true
+			}
+		}
+	}
+	listed, mps := false, true
+	for _, p := range d.Processes {
+		if pids[p.PID] {
+			listed, mps = true, mps && p.Type == gpu.ProcessMPS
+		}
+	}
+	switch {
+	case !listed:
+	case mps:
+		if t.pauseMPS == nil {
+			t.pauseMPS = map[string]bool{}
+		}
+		t.pauseMPS[k] = true
+	default:
+		delete(t.pauseMPS, k)
+	}
+}
+
 // anyPauseTarget says whether the tuner keeps any pause setting (the
 // round's look at the snapshot's processes for them is spared where none).
 func (t *Tuner) anyPauseTarget() bool {
@@ -281,12 +346,15 @@ func (t *Tuner) anyPauseTarget() bool {
 // process missing from them is known gone only where the list that would
 // hold it was read (NVML may refuse one and answer another).
 type listsRead struct {
-	any     bool // the GPU read up, some list of it read
-	mps     bool // its MPS clients'
-	tenants bool // its tenants' processes': the MPS clients' on a GPU in MPS mode, else the compute processes' (every MIG device's, in MIG mode)
-	mig     bool // the GPU in MIG mode
+	any bool // the GPU read up, some list of it read
+	mps bool // its MPS clients'
+	// every: every list that may hold a process of its tenants: the
+	// compute processes' (every MIG device's, in MIG mode), and the MPS
+	// clients' too on a GPU in MPS mode
+	every bool
 	// unreadGI are, on a MIG GPU whose lists were read in part, the GPU
-	// instances whose lists were not
+	// instances whose lists were not; nil where which is not known (a
+	// MIG device of no GPU instance unread, or none marked): none read
 	unreadGI map[int]bool
 }
 
@@ -295,45 +363,46 @@ func readLists(d *gpu.Device) listsRead {
 	if !d.Up {
 		return listsRead{}
 	}
-	r := listsRead{any: true, mps: !d.MPSProcessesUnread, tenants: !d.ProcessesUnread, mig: d.MIGEnabled}
+	r := listsRead{any: true, mps: !d.MPSProcessesUnread, every: !d.ProcessesUnread}
 	if d.Mode == gpu.SharingMPS {
-		r.tenants = r.mps
+		r.every = r.every && r.mps
 	}
 	if d.MIGEnabled && d.ProcessesUnread {
-		r.unreadGI = map[int]bool{}
+		unread := map[int]bool{}
 		for _, m := range d.MIG {
 			if m.ProcessesUnread {
-				r.unreadGI[m.GPUInstanceID] = true
+				unread[m.GPUInstanceID] = true
 			}
+		}
+		if len(unread) > 0 && !unread[-1] {
+			r.unreadGI = unread
 		}
 	}
 	return r
 }
 
 // holds says whether the lists read would hold p's process: an MPS
-// client's cap's in the MPS clients' list, a pause's tenant's or a
-// placed process's in its tenants' (on a MIG GPU read in part, the list
-// of the instance it was last listed in, where known).
+// client's (a cap's, or one last listed so) in the MPS clients' list, a
+// placed process's on a MIG GPU read in part in the list of the instance
+// it was last listed in, any other in every list.
 func (r listsRead) holds(p procSeen) bool {
 	switch {
-	case p.tg.Knob == gpu.KnobMPSActiveThreads:
+	case p.tg.Knob == gpu.KnobMPSActiveThreads || p.mps:
 		return r.mps
 	case p.placed && r.unreadGI != nil:
 		return !r.unreadGI[p.instance]
 	}
-	return r.tenants
+	return r.every
 }
 
-// listedIn is the MIG GPU instance snap lists tg's process in, if any.
-func listedIn(snap *tenant.Snapshot, tg Target) (gi int, ok bool) {
-	if d := snap.Readings.DeviceByUUID(tg.GPU); d != nil {
-		for _, p := range d.Processes {
-			if p.PID == tg.PID && p.GPUInstanceID >= 0 {
-				return p.GPUInstanceID, true
-			}
-		}
+// holdsTenant says whether the lists read would hold the processes of a
+// tenant: the MPS clients' list where they were last listed as MPS
+// clients only (mpsOnly), else every list.
+func (r listsRead) holdsTenant(mpsOnly bool) bool {
+	if mpsOnly {
+		return r.mps
 	}
-	return 0, false
+	return r.every
 }
 
 // runningProcs returns which process lists of each GPU the snapshot read

@@ -241,7 +241,8 @@ func TestFastTrackerForgetsGoneTenants(t *testing.T) {
 // restore there does not take the process for gone (which would close its
 // original, nothing set back). An MPS client's is the MPS clients' list,
 // read where the compute list was refused; a placed process's on a MIG
-// GPU, every MIG device's.
+// GPU, every MIG device's; on an MPS GPU, the compute list and the MPS
+// clients' (its process may be in either).
 func TestProcessPresentUnlisted(t *testing.T) {
 	capped := Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 7}
 	placed := Target{GPU: uuid0, Knob: gpu.KnobPlacement, PID: 7}
@@ -267,6 +268,8 @@ func TestProcessPresentUnlisted(t *testing.T) {
 			Processes: []gpu.Process{mpsProc(7, nil)}}, true, true},
 		{"placed, MIG lists read", placed, mig(false), false, true},
 		{"placed, a MIG device's list refused", placed, mig(true), true, false},
+		{"placed, compute list refused on an MPS GPU", placed, &gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, ProcessesUnread: true,
+			Processes: []gpu.Process{mpsProc(8, nil)}}, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tu, clk := newTestTuner(t, ModeEnforce, &recorder{}, nil, nil)
@@ -285,31 +288,116 @@ func TestProcessPresentUnlisted(t *testing.T) {
 // On a MIG GPU whose lists NVML answers for some GPU instances and
 // refuses for others, a placed process missing for GoneAfter is forgotten
 // where the list of the instance it was listed in was read, and kept
-// where it was not.
+// where it was not. A MIG device not asked (its handle refused: no
+// instance marked; its GPU instance not given: an instance of ID -1
+// marked) may be any instance's: both are kept (they were forgotten
+// while they ran, their status and guard state lost).
 func TestPlacedProcessForgottenOnMIGReadInPart(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		mig          []gpu.MIGInstance // while read in part
+		kept1, kept2 bool              // the processes last listed in GPU instances 1 and 2
+	}{
+		{"GPU instance 2's list refused", []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2, ProcessesUnread: true}}, false, true},
+		{"a MIG device's handle refused", []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2}}, true, true},
+		{"a MIG device's GPU instance not given", []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2}, {GPUInstanceID: -1, ProcessesUnread: true}}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tu, clk := newTestTuner(t, ModeEnforce, &recorder{}, nil, nil)
+			in1 := Target{GPU: uuid0, Knob: gpu.KnobPlacement, PID: 5}
+			in2 := Target{GPU: uuid0, Knob: gpu.KnobPlacement, PID: 6}
+			tu.trackProc(in1, clk.Now())
+			tu.trackProc(in2, clk.Now())
+			// listed once each while every list was read, then missing
+			// for GoneAfter while they are read in part
+			d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMIG, MIGEnabled: true,
+				MIG:       []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2}},
+				Processes: []gpu.Process{{PID: 5, Type: gpu.ProcessCompute, GPUInstanceID: 1}, {PID: 6, Type: gpu.ProcessCompute, GPUInstanceID: 2}}}
+			tu.forgetGone(snapshot(clk.Now(), []gpu.Device{d}, nil), clk.Now())
+			for range 5 {
+				clk.Advance(15 * time.Second)
+				d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, ProcessesUnread: true, MIG: tc.mig}
+				tu.forgetGone(snapshot(clk.Now(), []gpu.Device{d}, nil), clk.Now())
+			}
+			for _, c := range []struct {
+				tg   Target
+				kept bool
+			}{{in1, tc.kept1}, {in2, tc.kept2}} {
+				if _, ok := tu.procs[c.tg.String()]; ok != c.kept {
+					t.Errorf("%s (listed in GPU instance %d) kept %v after %v missing, want %v", c.tg, c.tg.PID-4, ok, 5*15*time.Second, c.kept)
+				}
+			}
+		})
+	}
+}
+
+// A process moved (or exited) in the round it was acted on is never
+// listed again: what it was listed in is taken from the snapshot acted on.
+// On a MIG GPU whose GPU instance 2's list NVML refuses for good, each
+// placement of a process listed in GPU instance 1 (read) was kept for
+// good (its instance unknown, the GPU's lists never all read): one more
+// target per move.
+func TestPlacementsOfProcessesGoneBeforeListedAgainForgotten(t *testing.T) {
 	tu, clk := newTestTuner(t, ModeEnforce, &recorder{}, nil, nil)
-	in1 := Target{GPU: uuid0, Knob: gpu.KnobPlacement, PID: 5}
-	in2 := Target{GPU: uuid0, Knob: gpu.KnobPlacement, PID: 6}
-	tu.trackProc(in1, clk.Now())
-	tu.trackProc(in2, clk.Now())
-	round := func(procs []gpu.Process) {
-		d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, ProcessesUnread: true,
-			MIG: []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2, ProcessesUnread: true}}, Processes: procs}
-		tu.forgetGone(snapshot(clk.Now(), []gpu.Device{d}, nil), clk.Now())
-	}
-	// listed once each (the list of GPU instance 2 read then), then
-	// missing for GoneAfter while it is refused
-	round([]gpu.Process{{PID: 5, Type: gpu.ProcessCompute, GPUInstanceID: 1}, {PID: 6, Type: gpu.ProcessCompute, GPUInstanceID: 2}})
-	for range 5 {
+	const rounds = 100
+	for i := range rounds {
 		clk.Advance(15 * time.Second)
-		round(nil)
+		pid := uint32(1000 + i)
+		d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, ProcessesUnread: true,
+			MIG:       []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2, ProcessesUnread: true}},
+			Processes: []gpu.Process{{PID: pid, Type: gpu.ProcessCompute, GPUInstanceID: 1, ComputeInstanceID: 0}}}
+		// as RunOnce: the snapshot kept, what is gone forgotten, then the
+		// move decided on it made
+		snap := snapshot(clk.Now(), []gpu.Device{d}, nil)
+		tu.last = snap
+		tu.forgetGone(snap, clk.Now())
+		tu.trackProc(Target{GPU: uuid0, Knob: gpu.KnobPlacement, PID: pid}, clk.Now())
 	}
-	for _, c := range []struct {
-		tg   Target
-		kept bool
-	}{{in1, false}, {in2, true}} {
-		if _, ok := tu.procs[c.tg.String()]; ok != c.kept {
-			t.Errorf("%s (listed in GPU instance %d) kept %v after %v missing, want %v", c.tg, c.tg.PID-4, ok, 5*15*time.Second, c.kept)
-		}
+	if n, most := len(tu.procs), int(GoneAfter/(15*time.Second))+2; n > most {
+		t.Errorf("%d process targets kept after %d rounds of one move each, want at most %d", n, rounds, most)
+	}
+}
+
+// On a GPU read as MPS (another tenant's MPS client listed) whose compute
+// list NVML refuses and whose MPS clients' list it answers, a plain
+// compute process is in the refused list: its placement and its tenant's
+// ended pause are kept (the MPS clients' list was taken for every
+// tenant's, and both were forgotten while it ran). A tenant last listed
+// as MPS clients only is told by the MPS clients' list
+// (TestEndedPausesOfGoneTenantsForgotten).
+func TestTargetsKeptWhileTheirListRefused(t *testing.T) {
+	// tenant a's MPS client 10 listed; tenant b's compute process 20 runs
+	// unlisted
+	dev := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, ProcessesUnread: true, Processes: []gpu.Process{mpsProc(10, nil)}}
+	usage := []tenant.Usage{{Tenant: "a", UUID: uuid0, PIDs: []uint32{10}}}
+	for _, tc := range []struct {
+		name  string
+		knob  gpu.Knob
+		track func(tu *Tuner, tg Target, now time.Time)
+		kept  func(tu *Tuner, tg Target) bool
+	}{
+		{"placement", gpu.KnobPlacement,
+			func(tu *Tuner, tg Target, now time.Time) { tu.trackProc(tg, now) },
+			func(tu *Tuner, tg Target) bool { _, ok := tu.procs[tg.String()]; return ok }},
+		{"ended pause", gpu.KnobPauseDuty,
+			func(tu *Tuner, tg Target, now time.Time) {
+				tu.targets[tg.String()] = Setting{GPU: uuid0, Tenant: "b", Knob: gpu.KnobPauseDuty, PID: tg.PID, Mode: ModeEnforce, Target: Duty(0), At: now}
+			},
+			func(tu *Tuner, tg Target) bool { _, ok := tu.targets[tg.String()]; return ok }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tu, clk := newTestTuner(t, ModeEnforce, &recorder{}, nil, nil)
+			tg := Target{GPU: uuid0, Knob: tc.knob, PID: 20}
+			tc.track(tu, tg, clk.Now())
+			for range 6 {
+				clk.Advance(15 * time.Second)
+				snap := snapshot(clk.Now(), []gpu.Device{dev}, usage)
+				tu.forgetGone(snap, clk.Now())
+				tu.forgetEndedPauses(snap, clk.Now())
+			}
+			if !tc.kept(tu, tg) {
+				t.Errorf("%s forgotten after %v though the list that would hold its process (the compute list) was refused every round", tg, 6*15*time.Second)
+			}
+		})
 	}
 }

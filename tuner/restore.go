@@ -449,7 +449,11 @@ func (t *Tuner) processPresent(tg Target) (present, known bool) {
 			return true, true
 		}
 	}
-	if !readLists(d).holds(procSeen{tg: tg}) {
+	p, ok := t.procs[tg.String()]
+	if !ok {
+		p = procSeen{tg: tg}
+	}
+	if !readLists(d).holds(p) {
 		return true, false
 	}
 	return false, true

@@ -217,6 +217,10 @@ type Tuner struct {
 	// endedUnseen is, per pause setting with no original open, since
 	// when its tenant has had no process on any GPU (forgetEndedPauses)
 	endedUnseen Absent
+	// pauseMPS are the pause settings whose tenant's processes on the GPU
+	// were, when last listed, MPS clients only: the MPS clients' list,
+	// read, tells whether it still runs there (listsRead.holdsTenant)
+	pauseMPS map[string]bool
 	// sharedNow is, per paused tenant, why its pause in force reaches
 	// another tenant's process this round ("" where it does not): checked
 	// once a round (inForceShared), whatever the GPUs it is paused on

@@ -109,6 +109,10 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 		// (each served with ID -1).
 		if k := (migKey{inst.GPUInstanceID, inst.ComputeInstanceID}); inst.GPUInstanceID >= 0 && (inst.ComputeInstanceID >= 0 || inst.UUID == "") {
 			if seen[k] {
+				// of no UUID nor compute instance ID: the same device in
+				// two slots, or another compute instance whose list is
+				// not read
+				rd.migUnlisted = rd.migUnlisted || inst.ComputeInstanceID < 0
 				continue
 			}
 			seen[k] = true

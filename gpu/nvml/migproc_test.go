@@ -20,7 +20,10 @@ import (
 // instance. The lists not read (refused; a MIG device of no known GPU
 // instance, never asked) set the GPU's ProcessesUnread and their
 // instance's: the tuner knows the others' processes gone where missing.
-// Compute instances of unknown IDs (-1) are each read.
+// Compute instances of unknown IDs (-1) are each read. A MIG device never
+// asked is of no known instance: every instance's list reads as not read
+// (GPU instance 2's, in the case of a device of unknown GPU instance, read
+// as whole: the tuner took a process last listed there for gone).
 func TestMIGProcessesOfEveryComputeInstance(t *testing.T) {
 	type migDev struct {
 		gi, ci int // -1: NVML does not give it
@@ -50,7 +53,7 @@ func TestMIGProcessesOfEveryComputeInstance(t *testing.T) {
 			[]string{"call=nvmlDeviceGetComputeRunningProcesses(MIG)", "ERROR_NO_PERMISSION"}},
 		{"a MIG device of unknown GPU instance",
 			[]migDev{{-1, 0, 77, nvml.SUCCESS}, {2, 0, 99, nvml.SUCCESS}},
-			true, map[uint32][2]int{99: {2, 0}}, []int{-1}, nil},
+			true, map[uint32][2]int{99: {2, 0}}, []int{-1, 2}, nil},
 		{"a MIG device lost: the GPU is down",
 			[]migDev{{1, 0, 77, nvml.SUCCESS}, {1, 1, 88, nvml.ERROR_GPU_IS_LOST}},
 			false, map[uint32][2]int{}, nil, nil},
@@ -125,4 +128,67 @@ func given(id int) nvml.Return {
 		return nvml.ERROR_NOT_SUPPORTED
 	}
 	return nvml.SUCCESS
+}
+
+// A MIG device whose list is not asked leaves the GPU's lists and every
+// instance's not read, the instance it serves being unknown: one whose
+// handle NVML refuses (no instance of it was marked, and a process last
+// listed in its instance was taken for gone), and a second compute
+// instance of neither UUID nor ID, dropped as the same device in two
+// slots (the GPU's lists read as whole: its process was lost).
+func TestMIGDeviceNotAskedLeavesEveryInstanceUnread(t *testing.T) {
+	migDevice := func(uuid string, gi, ci int, pid uint32) nvml.Device {
+		return &mock.Device{
+			GetUUIDFunc: func() (string, nvml.Return) {
+				if uuid == "" {
+					return "", nvml.ERROR_NOT_SUPPORTED
+				}
+				return uuid, nvml.SUCCESS
+			},
+			GetGpuInstanceIdFunc:     func() (int, nvml.Return) { return gi, given(gi) },
+			GetComputeInstanceIdFunc: func() (int, nvml.Return) { return ci, given(ci) },
+			GetMemoryInfoFunc:        func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 40 << 30}, nvml.SUCCESS },
+			GetMemoryInfo_v2Func:     func() (nvml.Memory_v2, nvml.Return) { return nvml.Memory_v2{Total: 40 << 30}, nvml.SUCCESS },
+			GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
+				return nvml.DeviceAttributes{MultiprocessorCount: 30, GpuInstanceSliceCount: 3, MemorySizeMB: 40192}, nvml.SUCCESS
+			},
+			GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
+				return []nvml.ProcessInfo{{Pid: pid, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nvml.SUCCESS
+			},
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		devs []nvml.Device // by slot; nil: its handle refused
+	}{
+		{"a MIG device's handle refused", []nvml.Device{migDevice("MIG-0-1", 1, 0, 77), nil}},
+		{"two compute instances of neither UUID nor ID", []nvml.Device{migDevice("", 1, -1, 77), migDevice("", 1, -1, 88)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			f.enableMIG(0, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+			f.fail(0, "GetComputeRunningProcesses", nvml.ERROR_NO_PERMISSION)
+			f.devs[0].GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+				switch {
+				case i >= len(tc.devs):
+					return nil, nvml.ERROR_NOT_FOUND
+				case tc.devs[i] == nil:
+					return nil, nvml.ERROR_NO_PERMISSION
+				}
+				return tc.devs[i], nvml.SUCCESS
+			}
+			d := sample(t, f.backend()).Devices[0]
+			if !d.ProcessesUnread {
+				t.Errorf("the GPU's lists read as whole (ProcessesUnread false), processes %v", d.Processes)
+			}
+			if len(d.MIG) == 0 {
+				t.Fatal("no MIG instance read")
+			}
+			for _, m := range d.MIG {
+				if !m.ProcessesUnread {
+					t.Errorf("GPU instance %d's lists read as whole, though the instance of the device not asked is unknown", m.GPUInstanceID)
+				}
+			}
+		})
+	}
 }

@@ -175,10 +175,11 @@ func unplaced(list []nvml.ProcessInfo) bool {
 // driver leaves them unset. A MIG device whose list is refused is left out,
 // its instance's ProcessesUnread set; the others are still read. It says
 // whether every list was read: not where a MIG device has no handle to
-// read it with (rd.migUnlisted; an instance of no GPU instance ID unread).
+// read it with (rd.migUnlisted), and then every instance's ProcessesUnread
+// is set: the instance of a device not asked is not known.
 func (rd *devReader) readMIGProcesses(d *gpu.Device, add func([]nvml.ProcessInfo, gpu.ProcessType)) (all bool) {
 	for i := range d.MIG {
-		d.MIG[i].ProcessesUnread = d.MIG[i].GPUInstanceID < 0
+		d.MIG[i].ProcessesUnread = rd.migUnlisted || d.MIG[i].GPUInstanceID < 0
 	}
 	hs := rd.migHandles
 	sort.Slice(hs, func(i, j int) bool {
