@@ -43,10 +43,12 @@ func (rd *devReader) readMIG(d *gpu.Device) {
 	}
 	if !b.has(symMaxMigDeviceCount, symMigDeviceByIndex) {
 		rd.skip(symMigDeviceByIndex)
+		rd.migUnlisted = true // no MIG device's list can be read
 		return
 	}
 	n, r := h.GetMaxMigDeviceCount()
 	if !rd.ok("nvmlDeviceGetMaxMigDeviceCount", r) {
+		rd.migUnlisted = true
 		return
 	}
 	if n > maxMIGDevices {

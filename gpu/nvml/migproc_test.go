@@ -192,3 +192,21 @@ func TestMIGDeviceNotAskedLeavesEveryInstanceUnread(t *testing.T) {
 		})
 	}
 }
+
+// TestMIGDevicesNotCountedLeaveTheListsUnread: in MIG mode with the
+// whole-GPU list refused, a GPU whose MIG device count NVML refuses (or
+// whose library lacks the MIG device calls) has no MIG device's list
+// read: its lists are not whole (before, read as whole with no process).
+func TestMIGDevicesNotCountedLeaveTheListsUnread(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	f.enableMIG(0, nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+	f.fail(0, "GetComputeRunningProcesses", nvml.ERROR_NO_PERMISSION)
+	f.fail(0, "GetMaxMigDeviceCount", nvml.ERROR_NO_PERMISSION)
+	d := sample(t, f.backend()).Devices[0]
+	if !d.Up || !d.MIGEnabled {
+		t.Fatalf("GPU up %v, MIG %v (%s)", d.Up, d.MIGEnabled, d.Err)
+	}
+	if !d.ProcessesUnread {
+		t.Errorf("the GPU's lists read as whole (ProcessesUnread false), though no MIG device was asked; processes %v", d.Processes)
+	}
+}
