@@ -299,7 +299,11 @@ func (t *Tuner) forgetEndedPauses(snap *tenant.Snapshot, now time.Time) {
 
 // notePauseListing notes whether the processes snap lists of pause
 // setting k's tenant on its GPU are all MPS clients (t.pauseMPS); where it
-// lists none there, what was noted stays.
+// lists none there, what was noted stays. The note counts only while the
+// GPU reads in MPS mode (holdsTenant). (It is taken from a listing read in
+// part too: a GPU whose compute list NVML refuses for good would else
+// keep every MPS tenant's ended pause for good; a compute process of such
+// a tenant on the refused list is the price.)
 func (t *Tuner) notePauseListing(snap *tenant.Snapshot, k string, st Setting) {
 	d := snap.Readings.DeviceByUUID(st.GPU)
 	if d == nil || !d.Up {
@@ -346,8 +350,9 @@ func (t *Tuner) anyPauseTarget() bool {
 // process missing from them is known gone only where the list that would
 // hold it was read (NVML may refuse one and answer another).
 type listsRead struct {
-	any bool // the GPU read up, some list of it read
-	mps bool // its MPS clients'
+	any     bool // the GPU read up, some list of it read
+	mps     bool // its MPS clients'
+	mpsMode bool // the GPU read in MPS mode
 	// every: every list that may hold a process of its tenants: the
 	// compute processes' (every MIG device's, in MIG mode), and the MPS
 	// clients' too on a GPU in MPS mode
@@ -363,7 +368,7 @@ func readLists(d *gpu.Device) listsRead {
 	if !d.Up {
 		return listsRead{}
 	}
-	r := listsRead{any: true, mps: !d.MPSProcessesUnread, every: !d.ProcessesUnread}
+	r := listsRead{any: true, mps: !d.MPSProcessesUnread, every: !d.ProcessesUnread, mpsMode: d.Mode == gpu.SharingMPS}
 	if d.Mode == gpu.SharingMPS {
 		r.every = r.every && r.mps
 	}
@@ -399,7 +404,7 @@ func (r listsRead) holds(p procSeen) bool {
 // tenant: the MPS clients' list where they were last listed as MPS
 // clients only (mpsOnly), else every list.
 func (r listsRead) holdsTenant(mpsOnly bool) bool {
-	if mpsOnly {
+	if mpsOnly && r.mpsMode {
 		return r.mps
 	}
 	return r.every

@@ -401,3 +401,43 @@ func TestTargetsKeptWhileTheirListRefused(t *testing.T) {
 		})
 	}
 }
+
+// An ended pause whose tenant was listed as an MPS client only is told
+// gone by the MPS clients' list alone only while the GPU reads in MPS
+// mode: with the GPU since switched to time-slicing (its empty MPS list
+// says nothing of a compute process), the pause was forgotten while the
+// tenant's compute process ran unlisted.
+func TestEndedPauseKeptWhileItsComputeProcessRunsUnlisted(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		firstUnread bool // the compute list refused while b was listed as an MPS client
+		after       gpu.SharingMode
+	}{
+		{"noted from a listing read in part, the GPU switched to time-slicing", true, gpu.SharingTimeSlice},
+		{"noted from every list, the GPU switched to time-slicing", false, gpu.SharingTimeSlice},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tu, clk := newTestTuner(t, ModeEnforce, &recorder{}, nil, nil)
+			tg := Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 20}
+			tu.targets[tg.String()] = Setting{GPU: uuid0, Tenant: "b", Knob: gpu.KnobPauseDuty, PID: 20, Mode: ModeEnforce, Target: Duty(0), At: clk.Now()}
+			for range 2 {
+				clk.Advance(15 * time.Second)
+				dev := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, ProcessesUnread: tc.firstUnread, Processes: []gpu.Process{mpsProc(10, nil)}}
+				snap := snapshot(clk.Now(), []gpu.Device{dev}, []tenant.Usage{{Tenant: "b", UUID: uuid0, PIDs: []uint32{10}}})
+				tu.forgetGone(snap, clk.Now())
+				tu.forgetEndedPauses(snap, clk.Now())
+			}
+			// b's MPS client gone; its compute process runs, on the
+			// compute list NVML refuses
+			for range 6 {
+				clk.Advance(15 * time.Second)
+				snap := snapshot(clk.Now(), []gpu.Device{{UUID: uuid0, Up: true, Mode: tc.after, ProcessesUnread: true}}, nil)
+				tu.forgetGone(snap, clk.Now())
+				tu.forgetEndedPauses(snap, clk.Now())
+			}
+			if _, ok := tu.targets[tg.String()]; !ok {
+				t.Errorf("tenant b's ended pause forgotten, though the compute list (which would show its running process) was refused every round since its MPS client left")
+			}
+		})
+	}
+}
