@@ -87,26 +87,12 @@ vgpu_gpu_memory_used_byte_seconds_total{gpu="2",uuid="GPU-2"} 1024
 // absent, its reserved GPU-seconds served, and the energy the GPU's
 // unattributed part of its idle energy.
 func TestMeterMIGWithoutActivityAbsent(t *testing.T) {
-	cfg, err := tenant.ParseConfig("t.yaml", []byte("tenants:\n  - {name: train, selectors: [{executable: train}]}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var snap *tenant.Snapshot
-	for i := range 2 {
-		d := gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, SMCount: 108,
-			MemoryTotalBytes: 80 << 30, MemoryUsedBytes: 20 << 30, EnergyJoules: gpu.Float(float64(i) * 3000),
+	snap := meterTwoSamples(t, "tenants:\n  - {name: train, selectors: [{executable: train}]}\n", func(energy float64) gpu.Device {
+		return gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, SMCount: 108,
+			MemoryTotalBytes: 80 << 30, MemoryUsedBytes: 20 << 30, EnergyJoules: gpu.Float(energy),
 			MIG:       []gpu.MIGInstance{{UUID: "MIG-1", GPUInstanceID: 1, Profile: "7g.80gb", SMCount: 98, MemoryTotalBytes: 80 << 30, MemoryUsedBytes: 20 << 30}},
 			Processes: []gpu.Process{{PID: 7, Name: "train", UID: -1, GPUInstanceID: 1, UsedMemoryBytes: gpu.Uint(20 << 30)}}}
-		r := &gpu.Readings{Time: time.Unix(int64(10*i), 0), Devices: []gpu.Device{d}}
-		if i > 0 {
-			r.Interval = 10 * time.Second
-		}
-		snap = b.Build(r, gpu.SamplerStats{})
-	}
+	})
 	want := `
 # HELP vgpu_tenant_gpu_reserved_seconds_total GPU time the tenant held since the exporter started: time weighted by what it holds of the GPU (its MIG instance's part of the SMs, its MPS active-thread cap, its vGPU profile's part of the memory, scaled down where they add up to more than the GPU; an equal part of what those leave of a shared GPU).
 # TYPE vgpu_tenant_gpu_reserved_seconds_total counter
@@ -202,18 +188,9 @@ func TestMeterUnknownAbsentFromFirstSample(t *testing.T) {
 // increase, and the charge surfaced later at once, as the first point of
 // a new series, which increase() does not count.
 func TestMeterReservationServesKnownEnergy(t *testing.T) {
-	cfg, err := tenant.ParseConfig("t.yaml", []byte("defaults: {idle_energy: reservation}\ntenants:\n  - {name: train, selectors: [{executable: train}]}\n  - {name: infer, selectors: [{executable: infer}]}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var snap *tenant.Snapshot
-	for i := range 2 {
-		d := gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, SMCount: 132,
-			MemoryTotalBytes: 80 << 30, MemoryUsedBytes: 20 << 30, EnergyJoules: gpu.Float(float64(i) * 3000),
+	snap := meterTwoSamples(t, "defaults: {idle_energy: reservation}\ntenants:\n  - {name: train, selectors: [{executable: train}]}\n  - {name: infer, selectors: [{executable: infer}]}\n", func(energy float64) gpu.Device {
+		return gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, SMCount: 132,
+			MemoryTotalBytes: 80 << 30, MemoryUsedBytes: 20 << 30, EnergyJoules: gpu.Float(energy),
 			MIG: []gpu.MIGInstance{
 				{UUID: "MIG-1", GPUInstanceID: 1, Profile: "3g.40gb", SMCount: 60, MemoryTotalBytes: 40 << 30, MemoryUsedBytes: 10 << 30,
 					Activity: gpu.Activity{SMActive: gpu.Float(0.66), Source: "dcgm"}},
@@ -221,12 +198,7 @@ func TestMeterReservationServesKnownEnergy(t *testing.T) {
 			Processes: []gpu.Process{
 				{PID: 7, Name: "train", UID: -1, GPUInstanceID: 1, UsedMemoryBytes: gpu.Uint(10 << 30)},
 				{PID: 8, Name: "infer", UID: -1, GPUInstanceID: 2, UsedMemoryBytes: gpu.Uint(10 << 30)}}}
-		r := &gpu.Readings{Time: time.Unix(int64(10*i), 0), Devices: []gpu.Device{d}}
-		if i > 0 {
-			r.Interval = 10 * time.Second
-		}
-		snap = b.Build(r, gpu.SamplerStats{})
-	}
+	})
 	// train: 3000 J × 0.66 × 60/132 = 900 J; the rest idle, infer's
 	// energy (its activity unknown) absent
 	want := `
@@ -241,4 +213,28 @@ vgpu_tenant_idle_energy_joules_total{gpu="0",uuid="GPU-0"} 2100
 		"vgpu_tenant_energy_joules_total", "vgpu_tenant_idle_energy_joules_total"); err != nil {
 		t.Error(err)
 	}
+}
+
+// meterTwoSamples builds, with the tenants file tenants, the snapshot of
+// two samples 10 s apart of the device dev gives at the energy counter's
+// reading (0 J, then 3000 J).
+func meterTwoSamples(t *testing.T, tenants string, dev func(energy float64) gpu.Device) *tenant.Snapshot {
+	t.Helper()
+	cfg, err := tenant.ParseConfig("t.yaml", []byte(tenants))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tenant.NewBuilder(cfg, tenant.BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap *tenant.Snapshot
+	for i := range 2 {
+		r := &gpu.Readings{Time: time.Unix(int64(10*i), 0), Devices: []gpu.Device{dev(float64(i) * 3000)}}
+		if i > 0 {
+			r.Interval = 10 * time.Second
+		}
+		snap = b.Build(r, gpu.SamplerStats{})
+	}
+	return snap
 }
