@@ -158,6 +158,6 @@ func retryWaits(trackers map[string]*sloTracker, now time.Time) map[string]retry
 func (s *sloTracker) keepWaiting(w retryWait) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.retryAt, s.lastErr, s.read, s.up = w.at, w.err, true, false
-	s.status.LastError, s.status.SourceRead, s.status.SourceUp = w.err, true, false
+	s.retryAt = w.at
+	s.setSourceLocked(false, true, w.err)
 }

@@ -80,6 +80,12 @@ func (s *sloTracker) keepSourceState(old *sloTracker) {
 	old.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.setSourceLocked(up, read, lastErr)
+}
+
+// setSourceLocked sets the source's state, up, read and its last error,
+// in the tracker and its status.
+func (s *sloTracker) setSourceLocked(up, read bool, lastErr string) {
 	s.up, s.read, s.lastErr = up, read, lastErr
 	s.status.SourceUp, s.status.SourceRead, s.status.LastError = up, read, lastErr
 }

@@ -369,7 +369,7 @@ func readLists(d *gpu.Device) listsRead {
 		return listsRead{}
 	}
 	r := listsRead{any: true, mps: !d.MPSProcessesUnread, every: !d.ProcessesUnread, mpsMode: d.Mode == gpu.SharingMPS}
-	if d.Mode == gpu.SharingMPS {
+	if r.mpsMode {
 		r.every = r.every && r.mps
 	}
 	if d.MIGEnabled && d.ProcessesUnread {

@@ -21,6 +21,7 @@ package kubeevict
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -263,10 +264,13 @@ type eviction struct {
 // deleteOptions are an Eviction's: a dry run, and the UID of the pod
 // meant (a precondition: a pod of its name made since is not evicted).
 type deleteOptions struct {
-	DryRun        []string `json:"dryRun,omitempty"`
-	Preconditions *struct {
-		UID string `json:"uid"`
-	} `json:"preconditions,omitempty"`
+	DryRun        []string       `json:"dryRun,omitempty"`
+	Preconditions *preconditions `json:"preconditions,omitempty"`
+}
+
+// preconditions are an eviction's: the UID of the pod meant.
+type preconditions struct {
+	UID string `json:"uid"`
 }
 
 // evict sends one Eviction for pod.
@@ -280,9 +284,7 @@ func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
 		body.DeleteOptions.DryRun = []string{"All"}
 	}
 	if pod.UID != "" {
-		body.DeleteOptions.Preconditions = &struct {
-			UID string `json:"uid"`
-		}{pod.UID}
+		body.DeleteOptions.Preconditions = &preconditions{pod.UID}
 	}
 	data, err := json.Marshal(body)
 	if err != nil {
@@ -307,8 +309,7 @@ func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
 		return err
 	}
 	defer resp.Body.Close()
-	st := readStatus(resp.Body)
-	msg := st.message
+	st, msg := readStatus(resp.Body)
 	// The status code only: the reason phrase is the server's own text,
 	// unbounded but by the client's header limit.
 	status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
@@ -347,10 +348,8 @@ var errPodGone = errors.New("the pod is gone already")
 const maxMessage = 256
 
 // apiStatus is what an eviction's answer says: a Kubernetes Status's
-// reason and object, and its message (else the start of the body),
-// clipped.
+// message, reason and object.
 type apiStatus struct {
-	message string
 	Message string `json:"message"`
 	Reason  string `json:"reason"`
 	Details struct {
@@ -359,17 +358,15 @@ type apiStatus struct {
 	} `json:"details"`
 }
 
-// readStatus reads an eviction's answer (its first 64 KiB).
-func readStatus(r io.Reader) apiStatus {
+// readStatus reads an eviction's answer (its first 64 KiB): its Status,
+// and what an error says of it, the Status's message (else the start of
+// the body), clipped.
+func readStatus(r io.Reader) (apiStatus, string) {
 	b, _ := io.ReadAll(io.LimitReader(r, 64<<10))
 	var st apiStatus
 	if json.Unmarshal(b, &st) != nil {
 		st = apiStatus{}
 	}
-	st.message = strings.TrimSpace(string(b))
-	if st.Message != "" {
-		st.message = st.Message
-	}
-	st.message = clip.Text(st.message, maxMessage)
-	return st
+	msg := cmp.Or(st.Message, strings.TrimSpace(string(b)))
+	return st, clip.Text(msg, maxMessage)
 }

@@ -328,7 +328,7 @@ func TestStatusMessage(t *testing.T) {
 		{"a" + long, "a" + strings.Repeat("é", 128) + "... (144 more bytes)"},
 		{`{"message":"line one\nline two\u001b[31m"}`, `line one\nline two\x1b[31m`},
 	} {
-		if got := readStatus(strings.NewReader(c.body)).message; got != c.want {
+		if _, got := readStatus(strings.NewReader(c.body)); got != c.want {
 			t.Errorf("%.40q: %q, want %q", c.body, got, c.want)
 		}
 	}
@@ -347,7 +347,7 @@ func FuzzStatusMessage(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got := readStatus(bytes.NewReader(body)).message
+		_, got := readStatus(bytes.NewReader(body))
 		if !utf8.ValidString(got) {
 			t.Fatalf("%q: not valid UTF-8", got)
 		}

@@ -25,13 +25,19 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s", e.Call, returnName(e.Return))
 }
 
+// unsupported says whether r is a call the driver does not serve:
+// NOT_SUPPORTED, FUNCTION_NOT_FOUND, DEPRECATED (retired).
+func unsupported(r nvml.Return) bool {
+	return r == nvml.ERROR_NOT_SUPPORTED || r == nvml.ERROR_FUNCTION_NOT_FOUND || r == nvml.ERROR_DEPRECATED
+}
+
 // Is lets errors.Is(err, gpu.ErrNotSupported) and errors.Is(err, gpu.ErrBusy)
 // work on NVML errors: a call the driver does not serve (NOT_SUPPORTED,
 // FUNCTION_NOT_FOUND, DEPRECATED: retired) is not supported.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case gpu.ErrNotSupported:
-		return e.Return == nvml.ERROR_NOT_SUPPORTED || e.Return == nvml.ERROR_FUNCTION_NOT_FOUND || e.Return == nvml.ERROR_DEPRECATED
+		return unsupported(e.Return)
 	case gpu.ErrBusy:
 		return e.Return == nvml.ERROR_IN_USE
 	}
@@ -185,14 +191,14 @@ func errBusyf(format string, args ...any) error {
 // FUNCTION_NOT_FOUND, DEPRECATED) wraps gpu.ErrNotSupported, IN_USE
 // gpu.ErrBusy, NO_PERMISSION says what is needed.
 func controlErr(uuid, call string, r nvml.Return) error {
-	switch r {
-	case nvml.SUCCESS:
+	switch {
+	case r == nvml.SUCCESS:
 		return nil
-	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND, nvml.ERROR_DEPRECATED:
+	case unsupported(r):
 		return fmt.Errorf("GPU %s: %w: %w", uuid, gpu.ErrNotSupported, retErr(call, r))
-	case nvml.ERROR_IN_USE:
+	case r == nvml.ERROR_IN_USE:
 		return fmt.Errorf("GPU %s: %w: %w", uuid, gpu.ErrBusy, retErr(call, r))
-	case nvml.ERROR_NO_PERMISSION:
+	case r == nvml.ERROR_NO_PERMISSION:
 		return fmt.Errorf("GPU %s: %w (run the exporter as root or with CAP_SYS_ADMIN to change settings)",
 			uuid, retErr(call, r))
 	}
