@@ -436,7 +436,7 @@ func (t *Tuner) setBack(a Action, h *hookCall) (Original, bool) {
 	}
 	k := a.Target.String()
 	o, open := t.originals[k]
-	if !open || !setsBack(a, o) {
+	if !open || !t.setsBackHeld(a, o) {
 		return Original{}, false
 	}
 	t.dropOriginal(k)
