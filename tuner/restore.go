@@ -150,11 +150,8 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string, on
 	keys = t.followAtRestore(keys, now)
 	sort.Strings(keys)
 	keys = slices.Compact(keys)
-	// A GPU lost (read down, or gone from the readings) comes last: its
-	// actuator may hang until the deadline, which the GPUs that answer
-	// would otherwise not be set back within.
 	sort.SliceStable(keys, func(a, b int) bool {
-		return !t.gpuLost(t.originals[keys[a]].Target.GPU) && t.gpuLost(t.originals[keys[b]].Target.GPU)
+		return t.restoreRank(keys[a]) < t.restoreRank(keys[b])
 	})
 	var out []Decision
 	var errs []error
@@ -189,6 +186,25 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string, on
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// restoreRank orders the restores (the lower first; in name order
+// within a rank). A pause is thawed first: a client of its tenant
+// restarted (an MPS cap is set back through a restart) while its
+// processes are still frozen would leave the restart hook waiting on
+// them (a signal other than SIGKILL is not delivered to a frozen task;
+// under the v1 freezer not even SIGKILL until it is thawed). A GPU lost
+// (read down, or gone from the readings) comes last: its actuator may
+// hang until the deadline, which the GPUs that answer would otherwise
+// not be set back within.
+func (t *Tuner) restoreRank(k string) int {
+	switch o := t.originals[k]; {
+	case o.Target.Knob == gpu.KnobPauseDuty:
+		return 0
+	case t.gpuLost(o.Target.GPU):
+		return 2
+	}
+	return 1
 }
 
 // restoreOne sets one original back. With busy, a busy actuator's error is
