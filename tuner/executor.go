@@ -591,6 +591,9 @@ func (t *Tuner) keepOriginal(ctx context.Context, a Action, now time.Time) error
 	if _, ok := mechanismOf(a.Knob); !ok || a.Plan != nil {
 		return nil
 	}
+	if err := t.closeLeftOpen(k, now); err != nil {
+		return fmt.Errorf("not changed, the journal holds open an original set back before, whose restored record could not be journaled: %w", err)
+	}
 	if _, ok := t.originals[k]; ok || a.Current == nil {
 		return nil
 	}

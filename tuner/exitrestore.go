@@ -91,12 +91,29 @@ func (t *Tuner) awaitedAtExit(h *hookCall) bool {
 		return true
 	}
 	o, ok := t.originals[h.a.Target.String()]
-	return h.a.Plan == nil && ok && setsBack(h.a, o)
+	return h.a.Plan == nil && ok && t.setsBackHeld(h.a, o)
 }
 
 // setsBack reports whether a's value is the original o's.
 func setsBack(a Action, o Original) bool {
 	return a.Want != nil && o.Value != nil && a.Want.Kind() == o.Value.Kind() && a.Want.Distance(o.Value) < 1e-9
+}
+
+// setsBackHeld is setsBack for a change of the original o's setting, an
+// MPS client's cap compared as the MPS actuator holds it (State.MPSHeld),
+// the change's and the original's alike: under a server at 50%, a cap
+// given back as 0.8 runs as the uncapped client's original, 1, does, and
+// sets it back (kept open, the exit would restart the client a second
+// time for nothing).
+func (t *Tuner) setsBackHeld(a Action, o Original) bool {
+	w, wok := a.Want.(Fraction)
+	v, vok := o.Value.(Fraction)
+	if o.Target.Knob == gpu.KnobMPSActiveThreads && wok && vok {
+		st := &State{}
+		st.MPSResolver, _ = t.o.MPSStates.(MPSResolver)
+		a.Want, o.Value = st.MPSHeld(o.Target, w), st.MPSHeld(o.Target, v)
+	}
+	return setsBack(a, o)
 }
 
 // cancelHooks cancels the calls still running that the exit does not wait
@@ -252,7 +269,7 @@ func (t *Tuner) restoredByHook(ctx context.Context, h *hookCall, o Original, now
 		k = tg.String()
 	}
 	cur, open := t.originals[k]
-	if !open || !setsBack(h.a, cur) {
+	if !open || !t.setsBackHeld(h.a, cur) {
 		return nil
 	}
 	a := h.a

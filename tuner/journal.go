@@ -463,6 +463,15 @@ func (j *Journal) originalsLocked() []Original {
 	return out
 }
 
+// openOriginal returns the original of the target k the journal holds
+// open, if any.
+func (j *Journal) openOriginal(k string) (Original, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	o, ok := j.open[k]
+	return o, ok
+}
+
 // Append writes rec and syncs the file. A record that is not valid, or
 // that could not be written whole, is an error and changes nothing: a
 // partial write is cut off again (where that fails, before the next

@@ -1,10 +1,13 @@
 package tuner
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,5 +137,101 @@ func TestJournalOutageLoggedOnce(t *testing.T) {
 	round(power(480))
 	if n := infos(); n != 3 {
 		t.Errorf("a second outage with the same change: %d recommended decisions logged at info, want 3:\n%s", n, out)
+	}
+}
+
+// switchable is a policy whose actions the test changes between rounds.
+type switchable struct{ acts []Action }
+
+func (*switchable) Name() string             { return "switchable" }
+func (s *switchable) Decide(*State) []Action { return s.acts }
+
+// A restore whose restored record could not be written (a full disk, the
+// journal's file system read-only at start) drops the original from
+// memory and leaves it open in the journal. The tuner's next change of
+// the setting closes it first, then journals the fresh original (the
+// value in force then, an operator's since the restore): a start after a
+// crash sets back that, not the value from before the restore. Where the
+// restored record cannot be written then either, the change is not made.
+// (The fresh original was left out, "the first original stays", and the
+// next start set the stale value over the operator's.)
+func TestJournalOutageRestoreClosedBeforeFreshOriginal(t *testing.T) {
+	restoredFails := func(f *os.File, b []byte) (int, error) {
+		if bytes.Contains(b, []byte(`"event":"restored"`)) {
+			return 0, syscall.ENOSPC
+		}
+		return f.Write(b)
+	}
+	for _, tc := range []struct {
+		name string
+		// after is the journal's writes once the operator set 650 W
+		after   func(*os.File, []byte) (int, error)
+		changed bool  // whether the tuner lowers the operator's 650 W
+		want    Value // the power limit's original the journal holds open
+	}{
+		{"journal writable again", (*os.File).Write, true, Watts(650)},
+		{"restored records still unwritable", restoredFails, false, Watts(700)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Cleanup(func() { writeFile = (*os.File).Write })
+			p := filepath.Join(t.TempDir(), "journal")
+			pl := Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
+			ctx := context.Background()
+
+			// Run 1: lowers 700 W to 490 W, then crashes (no restore).
+			j := openJournal(t, p)
+			pol := &switchable{acts: []Action{{Target: pl, Current: Watts(700), Want: Watts(490), Reason: "test"}}}
+			tu, err := New(Options{Policy: pol, Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tu.RunOnce(ctx, emptySnap(t0)); err != nil {
+				t.Fatal(err)
+			}
+			j.Close() // crash
+
+			// Run 2: the start's restore sets 700 W back; its restored
+			// record cannot be written.
+			j = openJournal(t, p)
+			writeFile = func(*os.File, []byte) (int, error) { return 0, syscall.ENOSPC }
+			rec := &recorder{}
+			clk := gpu.NewManualClock(t0.Add(time.Hour))
+			pol.acts = nil
+			tu, err = New(Options{Policy: pol, Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tu.Recover(ctx, emptySnap(clk.Now())) // (its restored record not written: an error)
+			if !slices.Equal(rec.Calls, []string{"SetPowerLimit(GPU-0,700)"}) {
+				t.Fatalf("the start's calls: %q, want the power limit set back to 700 W", rec.Calls)
+			}
+			writeFile = tc.after
+			// An operator sets 650 W; the tuner lowers it to 455 W.
+			clk.Advance(10 * time.Minute)
+			pol.acts = []Action{{Target: pl, Current: Watts(650), Want: Watts(455), Reason: "test"}}
+			for range 3 {
+				if _, err := tu.RunOnce(ctx, emptySnap(clk.Now())); err != nil {
+					t.Fatal(err)
+				}
+				clk.Advance(time.Minute)
+			}
+			if changed := slices.Contains(rec.Calls, "SetPowerLimit(GPU-0,455)"); changed != tc.changed {
+				t.Errorf("the operator's 650 W lowered: %v, want %v (calls %q)", changed, tc.changed, rec.Calls)
+			}
+			j.Close() // crash
+
+			// Run 3: what the next start sets back.
+			j = openJournal(t, p)
+			defer j.Close()
+			var open []Value
+			for _, o := range j.Originals() {
+				if o.Target == pl {
+					open = append(open, o.Value)
+				}
+			}
+			if len(open) != 1 || open[0] != tc.want {
+				t.Errorf("the journal holds %v open as the power limit's original, want %v", open, tc.want)
+			}
+		})
 	}
 }

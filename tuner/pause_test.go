@@ -351,3 +351,58 @@ func TestPauseThawedAtStartAndExitInAnyMode(t *testing.T) {
 		})
 	}
 }
+
+// pauseAndMPS records MPS and pause calls in one list, in order.
+type pauseAndMPS struct{ recorder }
+
+func (p *pauseAndMPS) SetPauseDuty(_ context.Context, uuid, tenant string, pids []uint32, duty float64) error {
+	return p.Do("SetPauseDuty", fmt.Sprintf("%s,%s,%v,%g", uuid, tenant, pids, duty))
+}
+
+// A tenant both capped (MPS) and paused: the restore thaws its processes
+// before it restarts its client (an MPS cap is set back through a
+// restart), at exit and at a start after a crash, the rest after in name
+// order. (Before, the keys' name order alone restarted the client,
+// .../mps_active_threads/pid8, while its tenant was still frozen, before
+// .../pause_duty: a restart hook meeting frozen processes waits on them.)
+func TestRestoreThawsPausesFirst(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		t.Run(map[bool]string{false: "at exit", true: "at start after a crash"}[crash], func(t *testing.T) {
+			ctx := context.Background()
+			p := filepath.Join(t.TempDir(), "journal")
+			j := openJournal(t, p)
+			defer func() { j.Close() }()
+			rec := &pauseAndMPS{}
+			capA := mpsAction(8, 1, 0.3)
+			capA.Tenant = "train"
+			pause := pauseAction("train", gpu.ClassBatch, 0, 0.5)
+			opts := Options{Policy: fixed{capA, pause}, Enabled: pauseOn, Actuators: ActuatorsOf(rec), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce}
+			tu, err := New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tu.RunOnce(ctx, emptySnap(t0)); err != nil {
+				t.Fatal(err)
+			}
+			rec.Calls = nil
+			if crash {
+				j.Close()
+				j = openJournal(t, p)
+				opts.Policy, opts.Journal = fixed{}, j
+				if tu, err = New(opts); err != nil {
+					t.Fatal(err)
+				}
+				_, err = tu.Recover(ctx, emptySnap(t0.Add(time.Minute)))
+			} else {
+				_, err = tu.Restore(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"SetPauseDuty(GPU-0,train,[7 8],0)", "SetMPSActiveThreads(GPU-0,8,1.0000)", "RestartClient(GPU-0,8)"}
+			if !slices.Equal(rec.Calls, want) {
+				t.Errorf("the restore's calls: %q, want %q (the tenant thawed before its client is restarted)", rec.Calls, want)
+			}
+		})
+	}
+}

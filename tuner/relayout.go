@@ -157,6 +157,9 @@ func (t *Tuner) keepRunning(job *relayoutJob, now time.Time) error {
 		if _, ok := t.originals[tg.String()]; ok {
 			continue
 		}
+		if err := t.closeLeftOpen(tg.String(), now); err != nil {
+			return fmt.Errorf("not drained, PID %d's earlier original could not be closed in the journal: %w", pid, err)
+		}
 		rec := Record{Time: now, Event: EventOriginal, Target: tg, Tenant: job.tenants[pid], From: encodeValue(Running{})}
 		if err := t.journal(rec); err != nil {
 			return fmt.Errorf("not drained, PID %d could not be journaled as running: %w", pid, err)

@@ -150,11 +150,8 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string, on
 	keys = t.followAtRestore(keys, now)
 	sort.Strings(keys)
 	keys = slices.Compact(keys)
-	// A GPU lost (read down, or gone from the readings) comes last: its
-	// actuator may hang until the deadline, which the GPUs that answer
-	// would otherwise not be set back within.
 	sort.SliceStable(keys, func(a, b int) bool {
-		return !t.gpuLost(t.originals[keys[a]].Target.GPU) && t.gpuLost(t.originals[keys[b]].Target.GPU)
+		return t.restoreRank(keys[a]) < t.restoreRank(keys[b])
 	})
 	var out []Decision
 	var errs []error
@@ -189,6 +186,25 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string, on
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// restoreRank orders the restores (the lower first; in name order
+// within a rank). A pause is thawed first: a client of its tenant
+// restarted (an MPS cap is set back through a restart) while its
+// processes are still frozen would leave the restart hook waiting on
+// them (a signal other than SIGKILL is not delivered to a frozen task;
+// under the v1 freezer not even SIGKILL until it is thawed). A GPU lost
+// (read down, or gone from the readings) comes last: its actuator may
+// hang until the deadline, which the GPUs that answer would otherwise
+// not be set back within.
+func (t *Tuner) restoreRank(k string) int {
+	switch o := t.originals[k]; {
+	case o.Target.Knob == gpu.KnobPauseDuty:
+		return 0
+	case t.gpuLost(o.Target.GPU):
+		return 2
+	}
+	return 1
 }
 
 // restoreOne sets one original back. With busy, a busy actuator's error is
@@ -376,6 +392,40 @@ func (t *Tuner) closeOriginal(k string, now time.Time, why string) {
 	t.dropOriginal(k)
 }
 
+// closeLeftOpen journals the restored record of the original of k that
+// the journal holds open and the tuner no longer does: one set back, or
+// closed without a call (its client gone, a change of a round set it
+// back), while the journal could not be written (a full disk, a start on
+// a file system mounted read-only). It is written before the target's
+// next original: the journal keeps a target's first original open, so
+// that the new one would be left out, and a start after a crash would set
+// back the value from before that restore over what was in force since
+// (an operator's). Where it cannot be written either, the error is
+// returned and the caller makes no change (as where an original cannot
+// be journaled); the original stays open, for the next try.
+func (t *Tuner) closeLeftOpen(k string, now time.Time) error {
+	if t.o.Journal == nil {
+		return nil
+	}
+	if _, held := t.originals[k]; held {
+		return nil
+	}
+	o, open := t.o.Journal.openOriginal(k)
+	if !open {
+		return nil
+	}
+	if err := t.journal(restoreRecord(EventRestored, o, now, whyClosedLate)); err != nil {
+		return err
+	}
+	level.Info(t.o.Logger).Log("msg", "tuner closed in the journal an original set back while the journal could not be written, before its setting's fresh original", "target", k, "value", valueText(o.Value))
+	return nil
+}
+
+// whyClosedLate is the reason of the restored record that closes an
+// original the tuner set back (or closed) while the journal could not
+// be written.
+const whyClosedLate = "set back or closed earlier, while the journal could not be written: closed before the setting's next original"
+
 // An MPS client's cap set back to its original by a change of a round (a
 // revert, a policy's change back to it, a rollback) leaves nothing to
 // restore: kept open, the exit (or the next start) would set it again and
@@ -402,7 +452,7 @@ func (t *Tuner) setBack(a Action, h *hookCall) (Original, bool) {
 	}
 	k := a.Target.String()
 	o, open := t.originals[k]
-	if !open || !setsBack(a, o) {
+	if !open || !t.setsBackHeld(a, o) {
 		return Original{}, false
 	}
 	t.dropOriginal(k)

@@ -183,3 +183,49 @@ func TestMPSSetBackOnSuccessor(t *testing.T) {
 		t.Errorf("calls at exit %q, want none", host.Calls)
 	}
 }
+
+// Under a server at 50%, client 8 (uncapped: original 1, in force as the
+// server's 50%) is capped to 30% and later given back as autotune gives a
+// share back (thousandthCap 0.8: held as the server's 50%, the very state
+// of the original). That change sets the cap back to its original as the
+// MPS controller holds it (State.MPSHeld): the original is closed, and the
+// exit restarts the client no second time. (Before, the raw 0.8 and 1
+// were compared: the original stayed open, and the exit, or after a crash
+// the next start, restarted the client again for nothing.)
+func TestMPSGiveBackHeldAsOriginalClosesOriginal(t *testing.T) {
+	clk := gpu.NewManualClock(t0)
+	c, f := mpsDaemon(t, "50.0", `echo ok`, clk)
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	t.Cleanup(func() { j.Close() })
+	tu, err := New(Options{Policy: thousandthCap(0.3), Actuators: ActuatorsOf(c), MPSStates: c, Journal: j, Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	run := func() {
+		if _, err := tu.RunOnce(ctx, tenantSnap(clk.Now(), proc{7, "embed"}, proc{8, "batch"})); err != nil {
+			t.Fatal(err)
+		}
+		waitHookEnded(t, tu)
+		clk.Advance(10 * time.Minute)
+	}
+	run()
+	run()
+	tu.o.Policy = thousandthCap(0.8) // give back: held as the server's 50%
+	run()
+	run()
+	st, _ := c.State(uuid0, 8)
+	before := len(f.Calls(t, "restart-hook"))
+	if before != 2 {
+		t.Fatalf("client 8 restarted %d times by the cap and its give-back, want 2", before)
+	}
+	if n := len(j.Originals()); n != 0 {
+		t.Errorf("the journal holds %d originals open after the give-back, want none (%v)", n, j.Originals())
+	}
+	if _, err := tu.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.Calls(t, "restart-hook")) - before; n != 0 {
+		t.Errorf("the exit restarted client 8 %d more time(s), though its cap in force (%s) is its original's (1, held as the server's 50%%)", n, orNil(st.Effective))
+	}
+}

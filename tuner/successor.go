@@ -312,7 +312,11 @@ func (t *Tuner) followAs(old Target, pid uint32, id *Identity, now time.Time) bo
 			id = &read
 		}
 		no := Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now, Identity: *id}
-		if err := t.journal(originalRecord(no)); err != nil {
+		err := t.closeLeftOpen(k, now) // (one of the PID's before, set back while the journal could not be written)
+		if err == nil {
+			err = t.journal(originalRecord(no))
+		}
+		if err != nil {
 			level.Error(t.o.Logger).Log("msg", "tuner could not journal the original of an MPS client's successor; it stays with the old PID", "target", ko, "successor", pid, "err", err)
 			return false
 		}
