@@ -469,13 +469,14 @@ func (b *Builder) contextSwitchDelta(d *gpu.Device) (float64, bool) {
 	return float64(cur - prev), true
 }
 
-// addCS adds n to the tenant's accumulated context switches on the device
-// and returns the new total; the total never decreases.
+// addCS adds n (not negative) to the tenant's accumulated context
+// switches on the device and returns the new total; the total never
+// decreases. A total is kept from the first count served, 0 too, so that
+// a tenant that leaves keeps the series it was served
+// (KeptContextSwitches).
 func (b *Builder) addCS(uuid, tenant string, n float64) float64 {
 	k := csKey{uuid, tenant}
-	if n > 0 {
-		b.attr.csAcc[k] += n
-	}
+	b.attr.csAcc[k] += n
 	return b.attr.csAcc[k]
 }
 

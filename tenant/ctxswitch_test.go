@@ -66,3 +66,23 @@ func TestKeptContextSwitches(t *testing.T) {
 	}
 	checkF(t, "train back", usageOf(t, s, "train", "").ContextSwitchesTotal, train)
 }
+
+// A tenant served a count of 0 keeps its series at 0 when it leaves, as a
+// tenant with switches counted keeps its count (on an MPS GPU, which
+// counts none in the simulator, every tenant's count is 0).
+func TestKeptContextSwitchesAtZero(t *testing.T) {
+	b := mustBuilder(t, sharedTenants, BuilderOptions{})
+	b.Build(mpsReadings(0), gpu.SamplerStats{})
+	s := b.Build(mpsReadings(0), gpu.SamplerStats{})
+	if cs := usageOf(t, s, "train", "").ContextSwitchesTotal; cs == nil || *cs != 0 {
+		t.Fatalf("train present: context switches %v, want a served 0", cs)
+	}
+	gone := mpsReadings(0)
+	d := &gone.Devices[0]
+	d.Processes = slices.DeleteFunc(d.Processes, func(p gpu.Process) bool { return p.PID == 3 })
+	s = b.Build(gone, gpu.SamplerStats{})
+	want := []KeptCount{{Tenant: "train", Class: gpu.ClassBatch, GPU: 0, UUID: "GPU-0", Total: 0}}
+	if !slices.Equal(s.KeptContextSwitches, want) {
+		t.Errorf("train gone: kept %+v, want %+v", s.KeptContextSwitches, want)
+	}
+}
