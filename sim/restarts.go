@@ -65,6 +65,9 @@ type ActuatorCosts struct {
 	// Hook: the host's hooks (client restart, move, stop, start, MIG
 	// instance drain).
 	Hook ActuatorCost `yaml:"hook"`
+	// Pause: the host's pause actuator (a write of the tenant's cgroup's
+	// freezer, or a signal to its processes).
+	Pause ActuatorCost `yaml:"pause"`
 }
 
 // actuator names a kind of actuator.
@@ -75,6 +78,7 @@ const (
 	viaNvidiaSMI
 	viaMPS
 	viaHook
+	viaPause
 )
 
 // actuatorDefaults are each actuator's key under control.actuators, its
@@ -89,6 +93,7 @@ var actuatorDefaults = [...]struct {
 	viaNvidiaSMI: {"nvidia_smi", "nvidia-smi", 100 * time.Millisecond, 0.001},      // 89 ms measured with persistence; failure: guess
 	viaMPS:       {"mps", "nvidia-cuda-mps-control", 10 * time.Millisecond, 0.001}, // guess
 	viaHook:      {"hook", "hook", time.Second, 0.01},                              // guess
+	viaPause:     {"pause", "pause", 10 * time.Millisecond, 0.001},                 // guess
 }
 
 func (c *ActuatorCosts) of(a actuator) *ActuatorCost {
@@ -99,8 +104,10 @@ func (c *ActuatorCosts) of(a actuator) *ActuatorCost {
 		return &c.NvidiaSMI
 	case viaMPS:
 		return &c.MPS
+	case viaHook:
+		return &c.Hook
 	}
-	return &c.Hook
+	return &c.Pause
 }
 
 // validateControl fills in the control costs' defaults and checks them.
