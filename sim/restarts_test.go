@@ -244,6 +244,12 @@ tenants:
 		{"mps fails", "1", func(s *Simulator, g []string) error { return s.SetMPSActiveThreads(ctx, g[0], 1, 0.5) }},
 		{"pause fails", "1", func(s *Simulator, g []string) error { return s.SetPauseDuty(ctx, g[0], "train", []uint32{1}, 0.5) }},
 		{"pause", "0", func(s *Simulator, g []string) error { return s.SetPauseDuty(ctx, g[0], "train", []uint32{1}, 0.5) }},
+		// a hook's latency is part of the start it makes; a failed call
+		// makes none and takes it all the same
+		{"restart fails", "1", func(s *Simulator, g []string) error { return s.RestartClient(ctx, g[0], 1, "train") }},
+		{"move fails", "1", func(s *Simulator, g []string) error { return s.MoveProcess(ctx, 1, g[1]) }},
+		{"stop fails", "1", func(s *Simulator, g []string) error { return s.StopProcess(ctx, 1) }},
+		{"MIG drain fails", "1", func(s *Simulator, g []string) error { return s.DrainMIGInstance(ctx, g[0], "MIG-none") }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sc := mustParse(t, strings.ReplaceAll(src, "RATE", c.rate))
