@@ -31,7 +31,10 @@ var (
 const PausePeriod = 500 * time.Millisecond
 
 // SetPauseDuty pauses the tenant's processes for duty of every period; 0
-// resumes them.
+// resumes them. The call is the pause actuator's (control.actuators.pause:
+// the freezer's write returns at once, the freeze completes a little
+// later): it takes its latency and may fail, and the duty applies at its
+// end.
 func (s *Simulator) SetPauseDuty(ctx context.Context, uuid, name string, pids []uint32, duty float64) error {
 	if math.IsNaN(duty) || duty < 0 || duty >= 1 {
 		return fmt.Errorf("sim: pause duty %v outside [0, 1)", duty)
@@ -50,6 +53,9 @@ func (s *Simulator) SetPauseDuty(ctx context.Context, uuid, name string, pids []
 	}
 	if len(ts) == 0 {
 		return fmt.Errorf("sim: tenant %s: no processes to pause", name)
+	}
+	if err := s.call(viaPause); err != nil {
+		return err
 	}
 	s.setPause(name, uuid, ts, duty)
 	s.action(string(gpu.KnobPauseDuty), uuid, ts[0], strconv.FormatFloat(duty, 'f', 3, 64))

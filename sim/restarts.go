@@ -65,6 +65,9 @@ type ActuatorCosts struct {
 	// Hook: the host's hooks (client restart, move, stop, start, MIG
 	// instance drain).
 	Hook ActuatorCost `yaml:"hook"`
+	// Pause: the host's pause actuator (a write of the tenant's cgroup's
+	// freezer, or a signal to its processes).
+	Pause ActuatorCost `yaml:"pause"`
 }
 
 // actuator names a kind of actuator.
@@ -75,6 +78,7 @@ const (
 	viaNvidiaSMI
 	viaMPS
 	viaHook
+	viaPause
 )
 
 // actuatorDefaults are each actuator's key under control.actuators, its
@@ -89,6 +93,7 @@ var actuatorDefaults = [...]struct {
 	viaNvidiaSMI: {"nvidia_smi", "nvidia-smi", 100 * time.Millisecond, 0.001},      // 89 ms measured with persistence; failure: guess
 	viaMPS:       {"mps", "nvidia-cuda-mps-control", 10 * time.Millisecond, 0.001}, // guess
 	viaHook:      {"hook", "hook", time.Second, 0.01},                              // guess
+	viaPause:     {"pause", "pause", 10 * time.Millisecond, 0.001},                 // guess
 }
 
 func (c *ActuatorCosts) of(a actuator) *ActuatorCost {
@@ -99,8 +104,10 @@ func (c *ActuatorCosts) of(a actuator) *ActuatorCost {
 		return &c.NvidiaSMI
 	case viaMPS:
 		return &c.MPS
+	case viaHook:
+		return &c.Hook
 	}
-	return &c.Hook
+	return &c.Pause
 }
 
 // validateControl fills in the control costs' defaults and checks them.
@@ -175,20 +182,28 @@ var ErrCallFailed = errors.New("actuator call failed")
 
 // call makes one call of actuator a, with the lock held: it takes the
 // actuator's latency and then fails with its failure probability, as a
-// host's call does. The model runs on during an NVML, nvidia-smi or MPS
-// call (in real-time mode, with a Clock, it never runs ahead of the
-// clock, so such a call returns at once); a hook's latency is part of the
-// start it makes (startCost).
+// host's call does. The model runs on during the call (in real-time mode,
+// with a Clock, it never runs ahead of the clock, so a call returns at
+// once); a hook's latency is part of the start it makes (startCost), so a
+// hook call takes it here only when it fails, making no start.
 func (s *Simulator) call(a actuator) error {
 	c := s.sc.Control.Actuators.of(a)
-	if lat := int64(*c.Latency); lat > 0 && s.clock == nil && a != viaHook {
-		s.advance(s.now + lat)
+	wait := func() {
+		if lat := int64(*c.Latency); lat > 0 && s.clock == nil {
+			s.advance(s.now + lat)
+		}
+	}
+	if a != viaHook {
+		wait()
 	}
 	if p := *c.FailureRate; p > 0 {
 		if s.ctl == nil {
 			s.ctl = rand.New(rand.NewPCG(uint64(s.seed), streamOf("control")))
 		}
 		if s.ctl.Float64() < p {
+			if a == viaHook {
+				wait()
+			}
 			return fmt.Errorf("sim: %s: %w after %v (failure rate %g)", actuatorDefaults[a].name, ErrCallFailed, time.Duration(*c.Latency), p)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 
 // free makes the scenario's actuator calls instant and infallible, for
 // tests of other costs.
-const free = `actuators: {nvml: {latency: 0s, failure_rate: 0}, nvidia_smi: {latency: 0s, failure_rate: 0}, mps: {latency: 0s, failure_rate: 0}, hook: {latency: 0s, failure_rate: 0}}`
+const free = `actuators: {nvml: {latency: 0s, failure_rate: 0}, nvidia_smi: {latency: 0s, failure_rate: 0}, mps: {latency: 0s, failure_rate: 0}, hook: {latency: 0s, failure_rate: 0}, pause: {latency: 0s, failure_rate: 0}}`
 
 // TestStandbyHoldsMemory: a warming standby holds a second copy of its
 // client's memory, so a second restart that would have had room for its
@@ -225,6 +225,59 @@ tenants:
 	}
 }
 
+// TestEveryCallCosts: each control call takes its actuator's latency (the
+// model runs on) and, at failure_rate 1, fails with ErrCallFailed and
+// records no action; at failure_rate 0 it succeeds at the latency's end.
+func TestEveryCallCosts(t *testing.T) {
+	const src = `name: costs
+gpus: [{model: H100-SXM5-80GB, sharing: mps}, {model: H100-SXM5-80GB, sharing: mps}]
+control: {actuators: {nvml: {latency: 1s, failure_rate: RATE}, nvidia_smi: {latency: 1s, failure_rate: RATE}, mps: {latency: 1s, failure_rate: RATE}, hook: {latency: 1s, failure_rate: RATE}, pause: {latency: 1s, failure_rate: RATE}}}
+tenants:
+  - {name: train, process: {pid: 1}, memory: 10GB, workload: {type: training, flops: 1e12, service_noise: 0, checkpoint_interval: 1h}}
+`
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		rate string
+		call func(s *Simulator, gpus []string) error
+	}{
+		{"mps fails", "1", func(s *Simulator, g []string) error { return s.SetMPSActiveThreads(ctx, g[0], 1, 0.5) }},
+		{"pause fails", "1", func(s *Simulator, g []string) error { return s.SetPauseDuty(ctx, g[0], "train", []uint32{1}, 0.5) }},
+		{"pause", "0", func(s *Simulator, g []string) error { return s.SetPauseDuty(ctx, g[0], "train", []uint32{1}, 0.5) }},
+		// a hook's latency is part of the start it makes; a failed call
+		// makes none and takes it all the same
+		{"restart fails", "1", func(s *Simulator, g []string) error { return s.RestartClient(ctx, g[0], 1, "train") }},
+		{"move fails", "1", func(s *Simulator, g []string) error { return s.MoveProcess(ctx, 1, g[1]) }},
+		{"stop fails", "1", func(s *Simulator, g []string) error { return s.StopProcess(ctx, 1) }},
+		{"MIG drain fails", "1", func(s *Simulator, g []string) error { return s.DrainMIGInstance(ctx, g[0], "MIG-none") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc := mustParse(t, strings.ReplaceAll(src, "RATE", c.rate))
+			s := mustNew(t, sc, Options{})
+			s.AdvanceTo(s.Now().Add(time.Second))
+			before := s.Now()
+			err := c.call(s, []string{sc.GPUs[0].UUID, sc.GPUs[1].UUID})
+			took := s.Now().Sub(before)
+			t.Logf("%v, took %v", err, took)
+			if took != time.Second {
+				t.Errorf("the call took %v of model time, want its actuator's latency, 1s", took)
+			}
+			if c.rate == "1" {
+				if !errors.Is(err, ErrCallFailed) {
+					t.Errorf("at failure_rate 1: %v, want ErrCallFailed", err)
+				}
+				if len(s.Actions()) != 0 {
+					t.Errorf("a failed call recorded actions %+v", s.Actions())
+				}
+				return
+			}
+			if err != nil {
+				t.Errorf("at failure_rate 0: %v", err)
+			}
+		})
+	}
+}
+
 // TestControlCostsValidated: the control costs' keys are checked.
 func TestControlCostsValidated(t *testing.T) {
 	for _, c := range []struct{ control, tenant, want string }{
@@ -233,6 +286,7 @@ func TestControlCostsValidated(t *testing.T) {
 		{"warmup_load: 2", "", "warmup_load"},
 		{"actuators: {mps: {failure_rate: 1.5}}", "", "failure_rate"},
 		{"actuators: {hook: {latency: -1s}}", "", "latency"},
+		{"actuators: {pause: {failure_rate: 2}}", "", "failure_rate must be in [0, 1]"},
 		{"", ", switchover: drain", "switchover is drop or drain, for an llm"},
 	} {
 		src := fmt.Sprintf(`name: bad

@@ -380,8 +380,9 @@ type TenantSummary struct {
 	// counts tokens).
 	SLOMetric string `json:"slo_metric,omitempty"`
 	// SLOMet is true when the tenant has an SLO and attainment reached
-	// its quantile; nil when it has no SLO or no request ended (completed
-	// or dropped) or was overdue at the end.
+	// its quantile; nil when it has no SLO. A tenant with an SLO whose
+	// Attainment is nil (no request ended, completed or dropped, nor was
+	// overdue at the end: it never served) has not met it.
 	SLOMet     *bool    `json:"slo_met"`
 	P50        *float64 `json:"p50_seconds"`
 	P99        *float64 `json:"p99_seconds"`
@@ -421,7 +422,7 @@ type Summary struct {
 	Tenants  []TenantSummary `json:"tenants"`
 	GPUs     []GPUSummary    `json:"gpus"`
 	SLOsMet  int             `json:"slos_met"`  // tenants with an SLO that met it
-	SLOsHeld int             `json:"slos_held"` // tenants with an SLO and ended requests
+	SLOsHeld int             `json:"slos_held"` // tenants with an SLO, served or not
 	// HeldFraction is the fraction of GPU goodput windows (GoodputWindow
 	// on each GPU) in which every SLO on the GPU held.
 	HeldFraction float64 `json:"held_fraction"`
@@ -505,8 +506,10 @@ func (r *Recorder) summarize() Summary {
 				ts.Slack = &v
 			}
 		}
-		if a.sloTarget > 0 && ts.Attainment != nil {
-			met := float64(a.good)/float64(a.ended+a.overdue) >= a.sloQuantile
+		if a.sloTarget > 0 {
+			// an SLO no request was judged against was never served:
+			// not met
+			met := ts.Attainment != nil && float64(a.good)/float64(a.ended+a.overdue) >= a.sloQuantile
 			ts.SLOMet = &met
 			s.SLOsHeld++
 			if met {

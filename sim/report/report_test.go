@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"image/png"
 	"math"
@@ -311,6 +312,66 @@ func TestSummarySLOMissed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "SLOs met: 0 of 1") {
+		t.Errorf("summary text:\n%s", b.String())
+	}
+}
+
+// A latency tenant that never served counts in SLOs held, not met, and
+// its row says so: here its start fails for want of memory (a standby of
+// the other tenant's restart holds it), so no request of its ends.
+func TestSummaryUnservedSLOCounts(t *testing.T) {
+	sc, err := sim.ParseScenario("unserved.yaml", []byte(`name: unserved
+duration: 60s
+gpus: [{model: H100-SXM5-80GB, sharing: mps}]
+control: {actuators: {nvml: {latency: 0s, failure_rate: 0}, nvidia_smi: {latency: 0s, failure_rate: 0}, mps: {latency: 0s, failure_rate: 0}, hook: {latency: 0s, failure_rate: 0}}}
+tenants:
+  - {name: a, process: {pid: 1}, memory: 30GB, slo: {quantile: 0.99, target: 1s}, workload: {type: dnn, flops: 1e10, weights_bytes: 20GB, arrival: {process: poisson, rate: 10}}}
+  - {name: late, process: {pid: 2}, memory: 30GB, stopped: true, slo: {quantile: 0.99, target: 1s}, workload: {type: dnn, flops: 1e10, weights_bytes: 20GB, arrival: {process: poisson, rate: 10}}}
+events:
+  - {at: 10s, tenant: late, action: start}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sim.New(sc, sim.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRecorder(Meta{Scenario: "unserved", Start: s.Now()})
+	s.AdvanceTo(s.Now().Add(5 * time.Second))
+	r.Add(s.Window())
+	// a's restart at 5 s: its standby holds a second 30 GB
+	if err := s.RestartClient(context.Background(), sc.GPUs[0].UUID, 1, "a"); err != nil {
+		t.Fatal(err)
+	}
+	for range 55 {
+		s.AdvanceTo(s.Now().Add(time.Second))
+		r.Add(s.Window())
+	}
+	sum := r.Summary()
+	var late TenantSummary
+	for _, ts := range sum.Tenants {
+		if ts.Tenant == "late" {
+			late = ts
+		}
+	}
+	if late.Requests != 0 || late.Attainment != nil || late.OOMs == 0 {
+		t.Fatalf("late: %+v; want no request served, an OOM at its start", late)
+	}
+	if late.SLOMet == nil || *late.SLOMet || sum.SLOsHeld != 2 || sum.SLOsMet > 1 {
+		t.Errorf("late's SLO met %v, SLOs met %d of %d; want late's not met, of 2", late.SLOMet, sum.SLOsMet, sum.SLOsHeld)
+	}
+	var b bytes.Buffer
+	if err := WriteSummaryText(&b, sum); err != nil {
+		t.Fatal(err)
+	}
+	row := ""
+	for l := range strings.Lines(b.String()) {
+		if strings.HasPrefix(l, "late ") {
+			row = l
+		}
+	}
+	if !strings.Contains(row, "no requests") || !strings.Contains(b.String(), " of 2 tenants with an SLO\n") {
 		t.Errorf("summary text:\n%s", b.String())
 	}
 }

@@ -49,7 +49,10 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENANT\tGPU\tREQUESTS\tREQ/S\tSLO\tATTAINMENT\tMET\tSLACK\tP50\tP99\tWORK/S\tGOODPUT/S\tSM SHARE\tBW SHARE\tDROPPED\tOVERDUE\tOOMS")
 	for _, t := range s.Tenants {
-		slo, met := "-", "-"
+		slo, met, att := "-", "-", fmtRatio(t.Attainment)
+		if t.SLOTarget > 0 && t.Attainment == nil {
+			att = "no requests"
+		}
 		if t.SLOTarget > 0 {
 			slo = fmt.Sprintf("p%s<=%s", strconv.FormatFloat(t.SLOQuantile*100, 'f', -1, 64), fmtSeconds(&t.SLOTarget))
 			if t.SLOMetric != "" {
@@ -63,7 +66,7 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n",
-			t.Tenant, cmp.Or(index[t.GPU], t.GPU), t.Requests, fmtFloat(t.Throughput), slo, fmtRatio(t.Attainment), met,
+			t.Tenant, cmp.Or(index[t.GPU], t.GPU), t.Requests, fmtFloat(t.Throughput), slo, att, met,
 			fmtTimes(t.Slack), fmtSeconds(t.P50), fmtSeconds(t.P99), fmtFloat(t.WorkRate), fmtFloat(t.Goodput),
 			fmtRatio(&t.SMShare), fmtRatio(&t.BWShare), t.Dropped, t.Overdue, t.OOMs)
 	}
@@ -76,7 +79,7 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(ew, "\nSLOs met: %d of %d tenants with an SLO and requests\n", s.SLOsMet, s.SLOsHeld)
+	fmt.Fprintf(ew, "\nSLOs met: %d of %d tenants with an SLO\n", s.SLOsMet, s.SLOsHeld)
 	fmt.Fprintf(ew, "SLOs held in %s of the GPU-minutes (goodput counts work only there)\n", fmtRatio(&s.HeldFraction))
 	fmt.Fprintf(ew, "energy: %s\n", FormatEnergy(s.EnergyJ))
 	return ew.err

@@ -39,7 +39,8 @@ func (s stat) String() string {
 
 // WriteSeedStats writes, for runs of one scenario under policy on several
 // seeds, the mean ± standard deviation of every tenant's figures and of
-// the host's.
+// the host's. A tenant with an SLO counts 0 in its attainment on a seed on
+// which it never served (no request ended).
 func WriteSeedStats(w io.Writer, policy string, sums []report.Summary, rates []simrun.ChangeRate) error {
 	type acc struct {
 		att, slack, p99, rps, work, good stat
@@ -59,8 +60,11 @@ func WriteSeedStats(w io.Writer, policy string, sums []report.Summary, rates []s
 				by[t.Tenant] = a
 				order = append(order, t.Tenant)
 			}
-			if t.Attainment != nil {
+			switch {
+			case t.Attainment != nil:
 				a.att.add(*t.Attainment * 100)
+			case t.SLOTarget > 0:
+				a.att.add(0) // never served: its SLO missed
 			}
 			if t.Slack != nil {
 				a.slack.add(*t.Slack)

@@ -274,19 +274,24 @@ type latencyTenant struct {
 	name       string
 	attainment float64 // mean, 0-1
 	met        int     // seeds on which it met its SLO
+	served     int     // seeds on which a request ended
 }
 
 func (l latencyTenant) String(seeds int) string {
+	if l.served == 0 {
+		return fmt.Sprintf("%s no requests (%d/%d)", l.name, l.met, seeds)
+	}
 	return fmt.Sprintf("%s %.1f%% (%d/%d)", l.name, 100*l.attainment, l.met, seeds)
 }
 
-// latencyTenants are the tenants with an attainment in any of p's runs,
-// sorted by name.
+// latencyTenants are the tenants with an SLO in any of p's runs, sorted
+// by name. A run in which one never served (no request ended: its
+// attainment is nil) counts 0 in its mean: an SLO never served is missed.
 func latencyTenants(p *policyRuns) []latencyTenant {
 	var names []string
 	for _, s := range p.sums {
 		for _, ts := range s.Tenants {
-			if ts.Attainment != nil && !slices.Contains(names, ts.Tenant) {
+			if ts.SLOTarget > 0 && !slices.Contains(names, ts.Tenant) {
 				names = append(names, ts.Tenant)
 			}
 		}
@@ -302,9 +307,10 @@ func latencyTenants(p *policyRuns) []latencyTenant {
 				if ts.Tenant != name {
 					continue
 				}
+				n++
 				if ts.Attainment != nil {
 					sum += *ts.Attainment
-					n++
+					l.served++
 				}
 				if ts.SLOMet != nil && *ts.SLOMet {
 					l.met++

@@ -131,6 +131,38 @@ func TestBatchCell(t *testing.T) {
 	}
 }
 
+// TestUnservedLatencyTenant: a tenant with an SLO counts on every seed,
+// its attainment 0 on a seed on which no request of its ended (nil in the
+// summary), "no requests" where it served on none; a batch tenant is no
+// latency tenant.
+func TestUnservedLatencyTenant(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	b := func(v bool) *bool { return &v }
+	chat := report.TenantSummary{Tenant: "chat", SLOQuantile: 0.9, SLOTarget: 1, Attainment: f(1), SLOMet: b(true)}
+	late := report.TenantSummary{Tenant: "late", SLOQuantile: 0.9, SLOTarget: 1, SLOMet: b(false)}
+	lateServed := report.TenantSummary{Tenant: "late", SLOQuantile: 0.9, SLOTarget: 1, Attainment: f(0.95), SLOMet: b(true)}
+	batch := report.TenantSummary{Tenant: "batch", WorkRate: 3}
+	runs := func(seeds ...[]report.TenantSummary) *policyRuns {
+		p := &policyRuns{}
+		for _, ts := range seeds {
+			p.sums = append(p.sums, report.Summary{Tenants: ts})
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		p    *policyRuns
+		want string
+	}{
+		{"never served", runs([]report.TenantSummary{chat, late, batch}), "chat 100.0% (1/1), late no requests (0/1)"},
+		{"served on one seed of two", runs([]report.TenantSummary{chat, late}, []report.TenantSummary{chat, lateServed}), "chat 100.0% (2/2), late 47.5% (1/2)"},
+	} {
+		if got := attainmentCell(tc.p); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 // cells splits a markdown row into its cells.
 func cells(row string) []string {
 	c := strings.Split(strings.TrimSuffix(strings.TrimPrefix(row, "|"), "|"), "|")
@@ -194,7 +226,7 @@ func TestTableRowsFormat(t *testing.T) {
 	// latency tenants: the worst and the count met on every seed
 	var many []report.TenantSummary
 	for i := range compactAbove + 1 {
-		many = append(many, report.TenantSummary{Tenant: fmt.Sprintf("t%d", i), Attainment: f(1 - float64(i%3)/10), SLOMet: b(i%3 == 0), WorkRate: 1})
+		many = append(many, report.TenantSummary{Tenant: fmt.Sprintf("t%d", i), Attainment: f(1 - float64(i%3)/10), SLOMet: b(i%3 == 0), SLOQuantile: 0.9, SLOTarget: 1, WorkRate: 1})
 	}
 	one := []report.Summary{{SLOsHeld: len(many), Tenants: many}}
 	compact := scenarioRuns{name: "many", runs: []*policyRuns{
