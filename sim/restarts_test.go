@@ -102,6 +102,55 @@ tenants:
 	}
 }
 
+// TestWarmupIsGPUWork: the SMs a warming standby keeps busy are the GPU's
+// work: its SM activity shows them, its power and energy pay for them
+// and its clock rises for them as for a client's, with a client beside
+// the standby (squeezed to what the warm-up leaves) or none busy.
+func TestWarmupIsGPUWork(t *testing.T) {
+	const train = `
+  - {name: train, process: {pid: 1}, memory: 10GB, workload: {type: training, flops: 1e12, service_noise: 0, checkpoint_interval: 1h}}`
+	for _, c := range []struct {
+		name, clocks, load, beside string
+		wantSM                     float64 // the GPU's SM activity over the warm-up
+	}{
+		// the training keeps the 0.01 of the SMs a squeezed client keeps
+		{"beside saturating training, warmup_load 1", ", locked_clocks: {min: 1980, max: 1980}", "1", train, 1},
+		{"beside saturating training, warmup_load 0.5", ", locked_clocks: {min: 1980, max: 1980}", "0.5", train, 1},
+		{"no client busy, warmup_load 0.5, DVFS", "", "0.5", "", 0.5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc := mustParse(t, fmt.Sprintf(`name: warm
+gpus: [{model: H100-SXM5-80GB, sharing: mps%s}]
+control: {migration_time: 10s, warmup_load: %s, %s}
+tenants:%s
+  - {name: svc, process: {pid: 2}, memory: 10GB, workload: {type: dnn, flops: 1e9, weights_bytes: 1GB, arrival: {process: poisson, rate: 1}}}
+`, c.clocks, c.load, free, c.beside))
+			s := mustNew(t, sc, Options{})
+			s.AdvanceTo(s.Now().Add(time.Second))
+			s.Window()
+			if err := s.RestartClient(context.Background(), sc.GPUs[0].UUID, 2, "svc"); err != nil {
+				t.Fatal(err)
+			}
+			s.AdvanceTo(s.Now().Add(8 * time.Second)) // within the 10.5 s warm-up
+			w := s.Window().GPUs[0]
+			g := s.gpus[0]
+			// what the GPU draws at its mean clock with that SM activity
+			// and no tensor or HBM work: the least the warm-up costs
+			floor := g.powerAt(w.SMClockMHz, powSM*c.wantSM, 0)
+			t.Logf("SM activity %.3f, %.1f W (at least %.1f W), SM clock %.0f MHz", w.SMActive, w.PowerW, floor, w.SMClockMHz)
+			if math.Abs(w.SMActive-c.wantSM) > 0.02 {
+				t.Errorf("SM activity over the warm-up %.3f, want %.2f", w.SMActive, c.wantSM)
+			}
+			if w.PowerW < floor-1 {
+				t.Errorf("power over the warm-up %.1f W, below the %.1f W of its SM activity: the warm-up costs no energy", w.PowerW, floor)
+			}
+			if w.SMClockMHz < 0.95*g.m.MaxClockMHz {
+				t.Errorf("SM clock over the warm-up %.0f MHz, want near the maximum %.0f MHz: DVFS sees no demand", w.SMClockMHz, g.m.MaxClockMHz)
+			}
+		})
+	}
+}
+
 // TestLLMSwitchoverLosesInFlight: at an LLM's switch-over its KV cache
 // stays behind: in-flight requests are dropped (the default) or, with
 // switchover drain, finish first while new requests wait.
