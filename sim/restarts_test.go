@@ -219,6 +219,77 @@ tenants:
 	}
 }
 
+// TestKillDuringCheckpointWrite: a checkpoint counts once its write
+// ends: a training job restarted, moved or stopped while it writes loses
+// every step since the start (the last checkpoint written), and the write
+// ends with the process (a restart's job runs again once started); killed
+// after the write, it loses only the steps since the write ended.
+func TestKillDuringCheckpointWrite(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		at   time.Duration // the first write runs from about 30 s to 50 s
+		kill func(s *Simulator) error
+		// the steps lost against those done before the write: all of them,
+		// or only the few since it ended
+		wantAll bool
+	}{
+		{"restart 1 s into the write, started in 2 s", 31 * time.Second, func(s *Simulator) error {
+			return s.RestartClient(ctx, s.sc.GPUs[0].UUID, 1, "train")
+		}, true},
+		{"restart 5 s into the write", 35 * time.Second, func(s *Simulator) error {
+			return s.RestartClient(ctx, s.sc.GPUs[0].UUID, 1, "train")
+		}, true},
+		{"move 5 s into the write", 35 * time.Second, func(s *Simulator) error {
+			return s.MoveProcess(ctx, 1, s.sc.GPUs[1].UUID)
+		}, true},
+		{"stop 19 s into the write", 49 * time.Second, func(s *Simulator) error {
+			return s.StopProcess(ctx, 1)
+		}, true},
+		{"restart 5 s after the write", 55 * time.Second, func(s *Simulator) error {
+			return s.RestartClient(ctx, s.sc.GPUs[0].UUID, 1, "train")
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc := mustParse(t, fmt.Sprintf(`name: ckpt
+gpus:
+  - {model: H100-SXM5-80GB, sharing: mps, locked_clocks: {min: 1980, max: 1980}}
+  - {model: H100-SXM5-80GB, sharing: mps, locked_clocks: {min: 1980, max: 1980}}
+control: {checkpoint_bandwidth: 1GB, migration_time: 1s, load_bandwidth: 20GB, %s}
+tenants:
+  - {name: train, process: {pid: 1}, memory: 20GB, workload: {type: training, flops: 1e12, service_noise: 0, checkpoint_interval: 30s}}
+`, free))
+			s := mustNew(t, sc, Options{})
+			s.AdvanceTo(s.Now().Add(29 * time.Second))
+			before := s.Window().Tenants[0].Work // (steps until the write)
+			s.AdvanceTo(s.Now().Add(c.at - 29*time.Second))
+			if err := c.kill(s); err != nil {
+				t.Fatal(err)
+			}
+			acts := s.Actions()
+			if len(acts) != 1 {
+				t.Fatalf("actions %+v, want one", acts)
+			}
+			lost := float64(acts[0].Lost)
+			t.Logf("%.0f steps by 29 s; %s at %v lost %.0f", before, acts[0].Kind, c.at, lost)
+			if c.wantAll && lost < before {
+				t.Errorf("killed during the checkpoint write, the job lost %.0f steps; the write saved nothing, want the %.0f or more since the start lost", lost, before)
+			}
+			if !c.wantAll && !(lost > 0 && lost < before/2) {
+				t.Errorf("killed 5 s after the write, the job lost %.0f steps, want the few since the write (the %.0f before it saved)", lost, before)
+			}
+			if acts[0].Kind == "restart" {
+				s.Window()
+				s.AdvanceTo(s.Now().Add(10 * time.Second))
+				// (a step redone is no work: it takes one from Redo)
+				if w := s.Window().Tenants[0]; w.Work == 0 && w.Redo >= acts[0].Lost {
+					t.Errorf("restarted at %v (a 2 s start), the job did no step in the 10 s after: it waits for a write that ended with its process", c.at)
+				}
+			}
+		})
+	}
+}
+
 // TestActuatorCallsCost: a call takes its actuator's latency (the model
 // runs on) and fails with its failure rate, from a stream of the seed's:
 // the same seed fails the same calls.
