@@ -19,8 +19,9 @@ import (
 //     in-flight work finishes or is dropped after the drain timeout, then
 //     the process starts again (start time plus model load) while new
 //     requests wait.
-//   - A training job restarts at once and resumes from its last
-//     checkpoint: the steps since then are lost and redone.
+//   - A training job restarts at once and resumes from its last written
+//     checkpoint (one being written is not there yet): the steps since
+//     then are lost and redone.
 //   - MoveProcess stops the process (everything queued and in flight is
 //     lost), loads the model on the target and starts it there.
 //   - StopProcess drains, then stops; while stopped, requests fail.
@@ -132,14 +133,21 @@ func (s *Simulator) startCost(t *tenant) int64 {
 }
 
 // kill ends t's process at once: everything queued and in flight is lost;
-// a training job loses the steps since its last checkpoint and redoes
-// them. It returns what was lost.
+// a training job loses the steps since its last written checkpoint (a
+// write in progress saves nothing) and redoes them. It returns what was
+// lost.
 func (s *Simulator) kill(t *tenant) int {
 	lost := t.queued() + len(t.seqs)
 	if t.w.Type == "training" {
 		lost = t.sinceCkpt
-		t.redo += t.sinceCkpt
-		t.sinceCkpt = 0
+		if s.now < t.ckptEnd {
+			lost += t.writing
+			if t.pause == t.ckptEnd {
+				t.pause = s.now // the write ends with the process
+			}
+		}
+		t.redo += lost
+		t.sinceCkpt, t.writing, t.ckptEnd = 0, 0, 0
 	}
 	t.drop()
 	s.unwarm(t)

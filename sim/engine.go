@@ -229,8 +229,10 @@ type domain struct {
 	// depended on (runMPS)
 	mpsPrev []mpsClient
 	mpsKey  mpsKey
-	// warm is the share of the SMs warming standbys keep busy (rewarm)
-	warm float64
+	// warm is the share of the SMs warming standbys keep busy (rewarm),
+	// warmOcc their warp occupancy, and warmOn the share they keep busy
+	// beside the running clients (yieldToWarmup)
+	warm, warmOcc, warmOn float64
 }
 
 // gpuState is a GPU's runtime state.

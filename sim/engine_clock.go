@@ -67,7 +67,7 @@ func (g *gpuState) step(s *Simulator, t0, t1 int64, p *clockPlan) {
 // work queued).
 func (g *gpuState) demand(t int64) bool {
 	for _, d := range g.domains {
-		if d.switchEnd > t {
+		if d.switchEnd > t || d.warming() {
 			return true
 		}
 		for _, m := range d.members {

@@ -52,6 +52,10 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 			}
 		}
 		if len(d.act) == 0 {
+			if d.warm > 0 {
+				d.busyOver(t, end)
+				d.warmOver(end-t, d.warm)
+			}
 			t = end
 			continue
 		}
@@ -67,6 +71,9 @@ func (d *domain) runMPS(s *Simulator, t, t1 int64, clockFactor float64) {
 		}
 		dt := end - t
 		d.busyOver(t, end)
+		if d.warm > 0 {
+			d.warmOver(dt, d.warmOn)
+		}
 		for _, k := range d.act {
 			m := d.members[k]
 			done := t+m.left <= end

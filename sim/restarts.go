@@ -13,7 +13,8 @@ import (
 // start (docs/calibration.md, actuation):
 //
 //   - A standby warms up on the GPU: while it does, it keeps warmup_load
-//     of its new SM cap busy, which the MPS domain's running clients lose.
+//     of its new SM cap busy, which the MPS domain's running clients lose
+//     and the GPU's activity, power and clock show.
 //   - An LLM's switch-over loses the old engine's KV cache: its in-flight
 //     sequences are dropped ("drop", vLLM's default on SIGTERM) or finish
 //     on the old engine while nothing new is admitted ("drain"), after
@@ -211,32 +212,57 @@ func (s *Simulator) call(a actuator) error {
 }
 
 // rewarm sets d.warm, the share of the domain's SMs its warming standbys
-// keep busy: each its new context's SM cap times warmup_load.
+// keep busy: each its new context's SM cap times warmup_load; and
+// d.warmOcc, the warp occupancy of those SMs (the standbys' workloads').
 func (d *domain) rewarm(s *Simulator) {
-	d.warm = 0
+	d.warm, d.warmOcc = 0, 0
 	for _, m := range d.members {
 		if m.standby {
-			d.warm += min(m.w.SMFraction, m.contextFraction()) * *s.sc.Control.WarmupLoad
+			w := min(m.w.SMFraction, m.contextFraction()) * *s.sc.Control.WarmupLoad
+			d.warm += w
+			d.warmOcc += w * m.w.Occupancy
 		}
+	}
+	if d.warm > 0 {
+		d.warmOcc /= d.warm
 	}
 	d.warm = min(d.warm, 1)
 }
 
 // yieldToWarmup scales the running clients' SM shares down to what the
-// warming standbys leave (allocMPS, when d.warm > 0).
+// warming standbys leave (allocMPS, when d.warm > 0), and sets d.warmOn,
+// the share the standbys keep busy beside the clients (the clients keep
+// at least 0.01 of the SMs between them).
 func (d *domain) yieldToWarmup() {
 	used := 0.0
 	for _, k := range d.act {
 		m := d.members[k]
 		used += m.share
 	}
+	d.warmOn = d.warm
 	if free := 1 - d.warm; used > free && used > 0 {
-		f := max(free, 0.01) / used
+		free = max(free, 0.01)
+		f := free / used
 		for _, k := range d.act {
 			m := d.members[k]
 			m.share *= f
 		}
+		d.warmOn = 1 - free
 	}
+}
+
+// warming says whether standbys warm on d's SMs: work for the GPU even
+// with no client running (the warm-up takes SMs only where MPS shares
+// them; runMPS).
+func (d *domain) warming() bool { return d.warm > 0 && d.kind == schedMPS }
+
+// warmOver counts the warming standbys' work over dt ns of the step on
+// share of the domain's SMs: the GPU does it (its SM activity and
+// occupancy, hence its power, energy and clock), no tenant does.
+func (d *domain) warmOver(dt int64, share float64) {
+	fdt := float64(dt)
+	d.step.sm += fdt * share
+	d.step.occ += fdt * share * d.warmOcc
 }
 
 // checkpointWrite is how long t takes to write a checkpoint (its memory:

@@ -102,6 +102,55 @@ tenants:
 	}
 }
 
+// TestWarmupIsGPUWork: the SMs a warming standby keeps busy are the GPU's
+// work: its SM activity shows them, its power and energy pay for them
+// and its clock rises for them as for a client's, with a client beside
+// the standby (squeezed to what the warm-up leaves) or none busy.
+func TestWarmupIsGPUWork(t *testing.T) {
+	const train = `
+  - {name: train, process: {pid: 1}, memory: 10GB, workload: {type: training, flops: 1e12, service_noise: 0, checkpoint_interval: 1h}}`
+	for _, c := range []struct {
+		name, clocks, load, beside string
+		wantSM                     float64 // the GPU's SM activity over the warm-up
+	}{
+		// the training keeps the 0.01 of the SMs a squeezed client keeps
+		{"beside saturating training, warmup_load 1", ", locked_clocks: {min: 1980, max: 1980}", "1", train, 1},
+		{"beside saturating training, warmup_load 0.5", ", locked_clocks: {min: 1980, max: 1980}", "0.5", train, 1},
+		{"no client busy, warmup_load 0.5, DVFS", "", "0.5", "", 0.5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc := mustParse(t, fmt.Sprintf(`name: warm
+gpus: [{model: H100-SXM5-80GB, sharing: mps%s}]
+control: {migration_time: 10s, warmup_load: %s, %s}
+tenants:%s
+  - {name: svc, process: {pid: 2}, memory: 10GB, workload: {type: dnn, flops: 1e9, weights_bytes: 1GB, arrival: {process: poisson, rate: 1}}}
+`, c.clocks, c.load, free, c.beside))
+			s := mustNew(t, sc, Options{})
+			s.AdvanceTo(s.Now().Add(time.Second))
+			s.Window()
+			if err := s.RestartClient(context.Background(), sc.GPUs[0].UUID, 2, "svc"); err != nil {
+				t.Fatal(err)
+			}
+			s.AdvanceTo(s.Now().Add(8 * time.Second)) // within the 10.5 s warm-up
+			w := s.Window().GPUs[0]
+			g := s.gpus[0]
+			// what the GPU draws at its mean clock with that SM activity
+			// and no tensor or HBM work: the least the warm-up costs
+			floor := g.powerAt(w.SMClockMHz, powSM*c.wantSM, 0)
+			t.Logf("SM activity %.3f, %.1f W (at least %.1f W), SM clock %.0f MHz", w.SMActive, w.PowerW, floor, w.SMClockMHz)
+			if math.Abs(w.SMActive-c.wantSM) > 0.02 {
+				t.Errorf("SM activity over the warm-up %.3f, want %.2f", w.SMActive, c.wantSM)
+			}
+			if w.PowerW < floor-1 {
+				t.Errorf("power over the warm-up %.1f W, below the %.1f W of its SM activity: the warm-up costs no energy", w.PowerW, floor)
+			}
+			if w.SMClockMHz < 0.95*g.m.MaxClockMHz {
+				t.Errorf("SM clock over the warm-up %.0f MHz, want near the maximum %.0f MHz: DVFS sees no demand", w.SMClockMHz, g.m.MaxClockMHz)
+			}
+		})
+	}
+}
+
 // TestLLMSwitchoverLosesInFlight: at an LLM's switch-over its KV cache
 // stays behind: in-flight requests are dropped (the default) or, with
 // switchover drain, finish first while new requests wait.
@@ -167,6 +216,77 @@ tenants:
 	}
 	if got := slow / fast; !(math.Abs(got-0.5) <= 0.05) {
 		t.Errorf("training writing a 10 s checkpoint every 10 s of work did %.2f of the work, want ~0.5", got)
+	}
+}
+
+// TestKillDuringCheckpointWrite: a checkpoint counts once its write
+// ends: a training job restarted, moved or stopped while it writes loses
+// every step since the start (the last checkpoint written), and the write
+// ends with the process (a restart's job runs again once started); killed
+// after the write, it loses only the steps since the write ended.
+func TestKillDuringCheckpointWrite(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		at   time.Duration // the first write runs from about 30 s to 50 s
+		kill func(s *Simulator) error
+		// the steps lost against those done before the write: all of them,
+		// or only the few since it ended
+		wantAll bool
+	}{
+		{"restart 1 s into the write, started in 2 s", 31 * time.Second, func(s *Simulator) error {
+			return s.RestartClient(ctx, s.sc.GPUs[0].UUID, 1, "train")
+		}, true},
+		{"restart 5 s into the write", 35 * time.Second, func(s *Simulator) error {
+			return s.RestartClient(ctx, s.sc.GPUs[0].UUID, 1, "train")
+		}, true},
+		{"move 5 s into the write", 35 * time.Second, func(s *Simulator) error {
+			return s.MoveProcess(ctx, 1, s.sc.GPUs[1].UUID)
+		}, true},
+		{"stop 19 s into the write", 49 * time.Second, func(s *Simulator) error {
+			return s.StopProcess(ctx, 1)
+		}, true},
+		{"restart 5 s after the write", 55 * time.Second, func(s *Simulator) error {
+			return s.RestartClient(ctx, s.sc.GPUs[0].UUID, 1, "train")
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc := mustParse(t, fmt.Sprintf(`name: ckpt
+gpus:
+  - {model: H100-SXM5-80GB, sharing: mps, locked_clocks: {min: 1980, max: 1980}}
+  - {model: H100-SXM5-80GB, sharing: mps, locked_clocks: {min: 1980, max: 1980}}
+control: {checkpoint_bandwidth: 1GB, migration_time: 1s, load_bandwidth: 20GB, %s}
+tenants:
+  - {name: train, process: {pid: 1}, memory: 20GB, workload: {type: training, flops: 1e12, service_noise: 0, checkpoint_interval: 30s}}
+`, free))
+			s := mustNew(t, sc, Options{})
+			s.AdvanceTo(s.Now().Add(29 * time.Second))
+			before := s.Window().Tenants[0].Work // (steps until the write)
+			s.AdvanceTo(s.Now().Add(c.at - 29*time.Second))
+			if err := c.kill(s); err != nil {
+				t.Fatal(err)
+			}
+			acts := s.Actions()
+			if len(acts) != 1 {
+				t.Fatalf("actions %+v, want one", acts)
+			}
+			lost := float64(acts[0].Lost)
+			t.Logf("%.0f steps by 29 s; %s at %v lost %.0f", before, acts[0].Kind, c.at, lost)
+			if c.wantAll && lost < before {
+				t.Errorf("killed during the checkpoint write, the job lost %.0f steps; the write saved nothing, want the %.0f or more since the start lost", lost, before)
+			}
+			if !c.wantAll && !(lost > 0 && lost < before/2) {
+				t.Errorf("killed 5 s after the write, the job lost %.0f steps, want the few since the write (the %.0f before it saved)", lost, before)
+			}
+			if acts[0].Kind == "restart" {
+				s.Window()
+				s.AdvanceTo(s.Now().Add(10 * time.Second))
+				// (a step redone is no work: it takes one from Redo)
+				if w := s.Window().Tenants[0]; w.Work == 0 && w.Redo >= acts[0].Lost {
+					t.Errorf("restarted at %v (a 2 s start), the job did no step in the 10 s after: it waits for a write that ended with its process", c.at)
+				}
+			}
+		})
 	}
 }
 

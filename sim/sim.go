@@ -454,7 +454,7 @@ func (g *gpuState) busy(t int64) (bool, int64) {
 		wake = g.drainTo
 	}
 	for _, d := range g.domains {
-		if d.switchEnd > t {
+		if d.switchEnd > t || d.warming() {
 			return true, 0
 		}
 		for _, m := range d.members {

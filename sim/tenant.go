@@ -106,10 +106,14 @@ type tenant struct {
 	drainSwap bool  // draining: an LLM's old engine before its standby takes over
 	act       int   // id of the action in progress (Simulator.actions), -1 none
 	// training checkpoints: steps completed since the last one (lost on a
-	// restart), when it was taken, and lost steps still to redo
+	// restart), when it was taken, and lost steps still to redo; the one
+	// being written counts only once written, at ckptEnd: until then a
+	// restart loses its steps (writing) too
 	sinceCkpt int
 	lastCkpt  int64
 	redo      int
+	writing   int
+	ckptEnd   int64
 
 	// arrivals
 	rate      float64
@@ -315,9 +319,11 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 		}
 		t.sinceCkpt++
 		if now-t.lastCkpt >= int64(t.w.CheckpointInterval) {
-			// the write takes the job off the GPU (restarts.go)
-			t.pause = max(t.pause, now+s.checkpointWrite(t))
-			t.lastCkpt, t.sinceCkpt = t.pause, 0
+			// the write takes the job off the GPU (restarts.go); its
+			// steps are saved when it ends
+			t.ckptEnd = now + s.checkpointWrite(t)
+			t.pause = max(t.pause, t.ckptEnd)
+			t.lastCkpt, t.writing, t.sinceCkpt = t.pause, t.sinceCkpt, 0
 			t.dom.due = min(t.dom.due, t.pause) // its end wakes the domain
 		}
 		t.record(s, now-j.start, now-j.start)
