@@ -104,16 +104,30 @@ func setsBack(a Action, o Original) bool {
 // the change's and the original's alike: under a server at 50%, a cap
 // given back as 0.8 runs as the uncapped client's original, 1, does, and
 // sets it back (kept open, the exit would restart the client a second
-// time for nothing).
+// time for nothing). The server's value is the one last read, however
+// old (MPSCachedResolver): it is asked under the tuner's lock, at exit too,
+// where a read of it again (a daemon command, under no caller's context)
+// would hold the exit past the restore's deadline.
 func (t *Tuner) setsBackHeld(a Action, o Original) bool {
 	w, wok := a.Want.(Fraction)
 	v, vok := o.Value.(Fraction)
 	if o.Target.Knob == gpu.KnobMPSActiveThreads && wok && vok {
 		st := &State{}
 		st.MPSResolver, _ = t.o.MPSStates.(MPSResolver)
+		if c, ok := t.o.MPSStates.(MPSCachedResolver); ok {
+			st.MPSResolver = cachedResolver{c}
+		}
 		a.Want, o.Value = st.MPSHeld(o.Target, w), st.MPSHeld(o.Target, v)
 	}
 	return setsBack(a, o)
+}
+
+// cachedResolver is an MPSCachedResolver as the MPSResolver that calls
+// nothing.
+type cachedResolver struct{ c MPSCachedResolver }
+
+func (r cachedResolver) HeldFraction(uuid string, pid uint32, f float64) float64 {
+	return r.c.CachedHeldFraction(uuid, pid, f)
 }
 
 // cancelHooks cancels the calls still running that the exit does not wait

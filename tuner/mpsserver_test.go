@@ -15,7 +15,10 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
 )
 
-var _ MPSResolver = (*mps.Controller)(nil)
+var (
+	_ MPSResolver       = (*mps.Controller)(nil)
+	_ MPSCachedResolver = (*mps.Controller)(nil)
+)
 
 // mpsDaemon is an MPS controller of a daemon whose server 100 runs at
 // server% active threads (a shell word) with clients 7 and 8, restarting a
@@ -237,5 +240,50 @@ func TestMPSServerRaisedAfterClamp(t *testing.T) {
 				t.Errorf("client 8 at %s, want %s", orNil(st.Effective), tc.in)
 			}
 		})
+	}
+}
+
+// TestMPSExitSetBackReadsNoServer: at exit a restart hook still runs (client
+// 8 capped to 30% under its server's 50%) and the server's value was last
+// read two minutes ago. Whether the exit waits for the hook (awaitedAtExit:
+// does it set the original back, compared as the controller holds it)
+// takes the server's value as last read: a restore whose deadline has
+// passed sends the daemon nothing. Before, the comparison read the
+// server's value again (HeldFraction), with no context but the command's
+// timeout, under the tuner's lock: a daemon that hung held the exit for
+// that timeout past the restore's deadline.
+func TestMPSExitSetBackReadsNoServer(t *testing.T) {
+	clk := gpu.NewManualClock(t0)
+	started := filepath.Join(t.TempDir(), "started")
+	c, f := mpsDaemon(t, "50.0", `touch '`+started+`'; sleep 30`, clk)
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	t.Cleanup(func() { j.Close() })
+	tu, err := New(Options{Policy: thousandthCap(0.3), Actuators: ActuatorsOf(c), MPSStates: c, Journal: j, Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), tenantSnap(clk.Now(), proc{7, "embed"}, proc{8, "batch"})); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ { // (the cap is pending, the server's value read, once the hook runs)
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if i == 600 {
+			t.Fatal("the restart hook did not start")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st, _ := c.State(uuid0, 8); orNil(st.Server) != "0.5" || !st.ServerRead.Equal(t0) {
+		t.Fatalf("client 8's server value %s read at %v, want 0.5 read at %v", orNil(st.Server), st.ServerRead, t0)
+	}
+	clk.Advance(2 * time.Minute)
+	sent := f.Stdin(t, "nvidia-cuda-mps-control")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the restore's deadline has passed
+	tu.Restore(ctx)
+	waitHookEnded(t, tu)
+	if got := strings.TrimPrefix(f.Stdin(t, "nvidia-cuda-mps-control"), sent); got != "" {
+		t.Errorf("the exit, its deadline passed, sent the daemon %q; want nothing", got)
 	}
 }

@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -405,4 +406,108 @@ func TestRestoreThawsPausesFirst(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A tenant both capped (MPS) and paused whose thaw fails: the restore does
+// not restart its client in that pass (its processes may still be frozen,
+// which a restart hook would wait on, up to its timeout, out of the
+// restore's deadline); the cap's original stays open as a failed restore
+// naming the failed thaw, journaled and counted, and the exit's next try,
+// the tenant thawed, sets it back. A thaw refused as busy and tried again
+// is waited for by the client's restart. (Before, the client was
+// restarted all the same, right after the failed or refused thaw.)
+func TestRestoreNoRestartAfterFailedThaw(t *testing.T) {
+	thawed := []string{"SetPauseDuty(GPU-0,train,[7 8],0)", "SetMPSActiveThreads(GPU-0,8,1.0000)", "RestartClient(GPU-0,8)"}
+	for _, tc := range []struct {
+		name  string
+		crash bool // the restore at start after a crash, else at exit
+		busy  bool // the thaw refused as busy once, else failing until the next try
+	}{
+		{"failed at exit", false, false},
+		{"failed at start after a crash", true, false},
+		{"busy once at exit", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // (a deadline: a busy thaw is tried again)
+			defer cancel()
+			p := filepath.Join(t.TempDir(), "journal")
+			j := openJournal(t, p)
+			defer func() { j.Close() }()
+			rec := &busyThaw{}
+			capA := mpsAction(8, 1, 0.3)
+			capA.Tenant = "train"
+			pause := pauseAction("train", gpu.ClassBatch, 0, 0.5)
+			opts := Options{Policy: fixed{capA, pause}, Enabled: pauseOn, Actuators: ActuatorsOf(rec), Journal: j, Clock: gpu.RealClock{}, Mode: ModeEnforce}
+			tu, err := New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tu.RunOnce(ctx, emptySnap(t0)); err != nil {
+				t.Fatal(err)
+			}
+			rec.Calls = nil
+			if tc.busy {
+				rec.busy = 1
+			} else {
+				rec.Errs = map[string]error{"SetPauseDuty": errors.New("cgroup.freeze: write error")}
+			}
+			var ds []Decision
+			if tc.crash {
+				j.Close()
+				j = openJournal(t, p)
+				opts.Policy, opts.Journal = fixed{}, j
+				if tu, err = New(opts); err != nil {
+					t.Fatal(err)
+				}
+				ds, err = tu.Recover(ctx, emptySnap(t0.Add(time.Minute)))
+			} else {
+				ds, err = tu.Restore(ctx)
+			}
+			if tc.busy {
+				if want := append([]string{thawed[0]}, thawed...); err != nil || !slices.Equal(rec.Calls, want) {
+					t.Errorf("the restore's calls: %q (error %v), want %q (train's client restarted once it is thawed)", rec.Calls, err, want)
+				}
+				return
+			}
+			if want := thawed[:1]; !slices.Equal(rec.Calls, want) {
+				t.Errorf("the restore's calls: %q, want %q (train's client not restarted while train may be frozen)", rec.Calls, want)
+			}
+			if err == nil || !strings.Contains(err.Error(), "its thaw failed") {
+				t.Errorf("restore error %v, want the cap's restore failed naming the failed thaw", err)
+			}
+			i := slices.IndexFunc(ds, func(d Decision) bool { return d.Knob == gpu.KnobMPSActiveThreads })
+			if i < 0 || ds[i].Outcome != OutcomeFailed || !strings.Contains(ds[i].Reason, "the pause of its tenant train") {
+				t.Errorf("decisions %+v, want the cap's restore failed, its reason naming train's pause", ds)
+			}
+			if got := tu.Status().Counts.RestoreFailures; got != 2 {
+				t.Errorf("restore failures %d, want 2 (the thaw and the cap)", got)
+			}
+			if got := len(j.Originals()); got != 2 {
+				t.Errorf("open originals in the journal %d, want 2", got)
+			}
+			rec.Calls, rec.Errs = nil, nil
+			if _, err := tu.Restore(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(rec.Calls, thawed) {
+				t.Errorf("the exit's next try: calls %q, want %q", rec.Calls, thawed)
+			}
+		})
+	}
+}
+
+// busyThaw is pauseAndMPS whose pause actuator refuses its first busy
+// calls as busy (gpu.ErrBusy).
+type busyThaw struct {
+	pauseAndMPS
+	busy int
+}
+
+func (p *busyThaw) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []uint32, duty float64) error {
+	err := p.pauseAndMPS.SetPauseDuty(ctx, uuid, tenant, pids, duty)
+	if p.busy > 0 {
+		p.busy--
+		return fmt.Errorf("a stop in progress: %w", gpu.ErrBusy)
+	}
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -161,6 +162,12 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string, on
 	for len(keys) > 0 {
 		var busy []string
 		for _, k := range keys {
+			// an MPS cap of a tenant whose thaw is tried again waits
+			// with it (frozenPause)
+			if p := t.frozenPause(t.originals[k]); retry && p != "" && slices.Contains(busy, p) {
+				busy = append(busy, k)
+				continue
+			}
 			d, err := t.restoreOne(ctx, k, now, why, retry, refused[k])
 			if errors.Is(err, gpu.ErrBusy) && retry {
 				busy = append(busy, k)
@@ -197,6 +204,9 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string, on
 // (read down, or gone from the readings) comes last: its actuator may
 // hang until the deadline, which the GPUs that answer would otherwise
 // not be set back within.
+//
+// A client of a tenant whose pause is still open once the pauses are
+// tried (its thaw failed) is not restarted in that pass (frozenPause).
 func (t *Tuner) restoreRank(k string) int {
 	switch o := t.originals[k]; {
 	case o.Target.Knob == gpu.KnobPauseDuty:
@@ -220,7 +230,36 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 	if how, ok := t.atOriginal(k); ok && left == nil && why == whyAtExit {
 		return t.closeAtOriginal(k, d, how, now), nil // (inforce.go)
 	}
+	if p := t.frozenPause(t.originals[k]); left == nil && p != "" {
+		left = fmt.Errorf("not tried: the pause of its tenant %s (%s) is still open, %s, and a client restarted while its processes may be frozen leaves the restart hook waiting on them; tried again once the tenant is thawed (the exit's next try, or the next start)", a.Tenant, p, thawState(t.originals[p]))
+	}
 	return t.restoreApply(ctx, k, a, d, left, busy, refused, now)
+}
+
+// frozenPause is the key of an open pause original of o's tenant, where
+// o's restore restarts a client (an MPS cap); "" for none. The pauses
+// are tried first (restoreRank): one still open has a failed thaw (or
+// one not tried yet: a hook still running holds it), and its tenant's
+// processes may be frozen.
+func (t *Tuner) frozenPause(o Original) string {
+	if o.Target.Knob != gpu.KnobMPSActiveThreads || o.Tenant == "" {
+		return ""
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.originals)) {
+		if p := t.originals[k]; p.Target.Knob == gpu.KnobPauseDuty && p.Tenant == o.Tenant {
+			return k
+		}
+	}
+	return ""
+}
+
+// thawState says why the pause original p is open, as frozenPause's
+// restores say it.
+func thawState(p Original) string {
+	if p.RestoreFailed {
+		return "its thaw failed"
+	}
+	return "not thawed yet"
 }
 
 // withRefusal is err, a failure of a restore's last try, with refused,

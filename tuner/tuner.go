@@ -141,6 +141,16 @@ type MPSResolver interface {
 	HeldFraction(uuid string, pid uint32, f float64) float64
 }
 
+// MPSCachedResolver is an MPSResolver whose HeldFraction may call out (the
+// MPS controller's reads its server's value again once a minute old, a
+// daemon command): CachedHeldFraction holds f as HeldFraction does with
+// what it last read, calling nothing. The tuner's set-back comparison
+// (setsBackHeld), made under its lock and at exit outside any call's
+// deadline, uses it; a resolver without it is taken to call nothing.
+type MPSCachedResolver interface {
+	CachedHeldFraction(uuid string, pid uint32, f float64) float64
+}
+
 // DefaultGuards returns the guard chain the exporter and vgpusim use.
 func DefaultGuards(kill *KillSwitch, hold *RevertHold) []Guard {
 	gs := []Guard{}

@@ -18,8 +18,23 @@ import (
 // holds f back (once for all the server's clients): an operator may have
 // raised it since, and a client clamped to the old value would never be
 // asked f again. Nothing is read for a fraction the server's value does
-// not hold back.
+// not hold back. The read runs under the command timeout (Options.Timeout)
+// and waits for the daemon's other commands.
 func (c *Controller) HeldFraction(uuid string, pid uint32, f float64) float64 {
+	return c.heldFraction(uuid, pid, f, true)
+}
+
+// CachedHeldFraction is HeldFraction with the server's value as last read,
+// however old: it runs no daemon command and waits for none, for a caller
+// that must not wait on the daemon outside its own deadline (the tuner's
+// set-back comparison, under its lock, at exit too).
+func (c *Controller) CachedHeldFraction(uuid string, pid uint32, f float64) float64 {
+	return c.heldFraction(uuid, pid, f, false)
+}
+
+// heldFraction is HeldFraction, the server's value read again (once
+// serverReread old) only where reread.
+func (c *Controller) heldFraction(uuid string, pid uint32, f float64, reread bool) float64 {
 	pct, err := percentage(f)
 	if err != nil {
 		return f
@@ -33,7 +48,7 @@ func (c *Controller) HeldFraction(uuid string, pid uint32, f float64) float64 {
 	}
 	server, limit, read := s.ServerPID, *s.Server, s.ServerRead
 	c.mu.Unlock()
-	if now := c.clock.Now(); now.Sub(read) >= serverReread {
+	if now := c.clock.Now(); reread && now.Sub(read) >= serverReread {
 		limit = c.rereadServer(uuid, server, now, limit)
 	}
 	return math.Min(held, limit)

@@ -225,9 +225,12 @@ func (c *Controller) Capabilities(uuid string) []gpu.Knob {
 //     be changed): the fraction is pending until RestartClient starts its
 //     successor with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE. A client's value can
 //     only lower its server's, so a fraction at or above the server's is
-//     the server's: the client is restarted with its server's value, no
-//     cap of its own (so 1, a client nobody capped, sets a client back
-//     where its server runs below 100%).
+//     the server's: the successor is started with the server's value,
+//     which lowers nothing under that server (so 1, a client nobody
+//     capped, sets a client back where its server runs below 100%). A
+//     server's value reaches only the clients created after it is set:
+//     neither the original client nor such a successor gains from a later
+//     raise of it.
 func (c *Controller) SetMPSActiveThreads(ctx context.Context, uuid string, pid uint32, fraction float64) error {
 	pct, err := percentage(fraction)
 	if err != nil {

@@ -101,7 +101,9 @@ func TestHeldFraction(t *testing.T) {
 // hand), and a client clamped to 50% is held at 0.8 asked. Before, the
 // value last read (50%) held every fraction asked back for the client's
 // life, and the policy never asked 0.8 again. Nothing is read for a
-// fraction the server's value does not hold back.
+// fraction the server's value does not hold back, and nothing by
+// CachedHeldFraction, which holds it back at the value last read however
+// old (before, there was no way to ask without a daemon command).
 func TestHeldFractionServerRaised(t *testing.T) {
 	ctx := context.Background()
 	clk := gpu.NewManualClock(time.Unix(1000, 0))
@@ -117,20 +119,26 @@ func TestHeldFractionServerRaised(t *testing.T) {
 		advance  time.Duration
 		pid      uint32
 		fraction float64
+		cached   bool // CachedHeldFraction
 		want     float64
 		commands []string // the daemon commands sent
 	}{
-		{"not held back: nothing read", 0, 101, 0.3, 0.3, nil},
-		{"held back, read within the minute: the value read", 30 * time.Second, 101, 0.8, 0.5, nil},
-		{"held back, read a minute ago: read again", 30 * time.Second, 101, 0.8, 0.8, []string{"get_active_thread_percentage 100"}},
-		{"the server's other client: read with it", 0, 102, 0.8, 0.8, nil},
-		{"1: the server's 100%", time.Hour, 102, 1, 1, nil},
+		{"not held back: nothing read", 0, 101, 0.3, false, 0.3, nil},
+		{"held back, read within the minute: the value read", 30 * time.Second, 101, 0.8, false, 0.5, nil},
+		{"held back, read a minute ago, cached: the value read, nothing sent", 30 * time.Second, 101, 0.8, true, 0.5, nil},
+		{"held back, read a minute ago: read again", 0, 101, 0.8, false, 0.8, []string{"get_active_thread_percentage 100"}},
+		{"the server's other client: read with it", 0, 102, 0.8, false, 0.8, nil},
+		{"1: the server's 100%", time.Hour, 102, 1, false, 1, nil},
 	}
 	for _, st := range steps {
 		clk.Advance(st.advance)
 		before := len(r.commands(t))
-		if got := r.c.HeldFraction(uuid, st.pid, st.fraction); got != st.want {
-			t.Errorf("%s: HeldFraction(%d, %v) = %v, want %v", st.name, st.pid, st.fraction, got, st.want)
+		held := r.c.HeldFraction
+		if st.cached {
+			held = r.c.CachedHeldFraction
+		}
+		if got := held(uuid, st.pid, st.fraction); got != st.want {
+			t.Errorf("%s: held fraction (%d, %v) = %v, want %v", st.name, st.pid, st.fraction, got, st.want)
 		}
 		if got := r.commands(t)[before:]; !slices.Equal(got, st.commands) {
 			t.Errorf("%s: commands %q, want %q", st.name, got, st.commands)
