@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/simrun"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
@@ -99,10 +100,10 @@ events:
 					continue
 				}
 				att := float64(tw.Good) / float64(tw.Ended()+tw.Overdue)
-				if ts.Attainment == nil || !near(att, *ts.Attainment) || ts.SLOMet == nil || sloMet(tw) != *ts.SLOMet ||
+				if ts.Attainment == nil || !near(att, *ts.Attainment) || ts.SLOMet == nil || report.RunMet(tw) != *ts.SLOMet ||
 					tw.Dropped != ts.Dropped || tw.Overdue != ts.Overdue {
 					t.Errorf("%s: attainment %v, met %v, dropped %d, overdue %d; the report's %v, %v, %d, %d",
-						ts.Tenant, att, sloMet(tw), tw.Dropped, tw.Overdue, ts.Attainment, ts.SLOMet, ts.Dropped, ts.Overdue)
+						ts.Tenant, att, report.RunMet(tw), tw.Dropped, tw.Overdue, ts.Attainment, ts.SLOMet, ts.Dropped, ts.Overdue)
 				}
 			}
 		})

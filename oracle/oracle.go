@@ -86,8 +86,9 @@ type Plan struct {
 // score ranks a setting of one GPU (or the host) over a phase: the SLOs
 // met over the run up to the phase's end first (the run report judges an
 // SLO over the whole run: a relayout whose restarts cost a tenant its SLO
-// inside the phase may keep it over the run), then those met inside the
-// phase, then the goodput of the tenants without an SLO (their work in the
+// inside the phase may keep it over the run; a tenant that never served
+// has not met it), then those held inside the phase (as a goodput window
+// is judged), then the goodput of the tenants without an SLO (their work in the
 // minutes in which every SLO on their GPU held, as the run report counts
 // it; each relative to the best any candidate gave it), then the SLO
 // tenants' attainment, then the same tenants' work in every minute (which

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
+	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
 	"github.com/vgpu-exporter/vgpu_exporter/simrun"
 )
 
@@ -194,7 +195,7 @@ func TestITLJudgedByTokens(t *testing.T) {
 	if c.SLOMetric != sim.SLOMetricITL || c.Tokens != 2000 || c.Good != 1790 {
 		t.Fatalf("phase window %+v, want the ITL metric and the fragments' tokens", c)
 	}
-	if sloMet(c) {
+	if report.Held(c) {
 		t.Errorf("1790 good of 2000 tokens met p90")
 	}
 	if s := scoreAll([]*phaseRun{runs[0]}, func(sim.TenantWindow) bool { return true }); s[0].attainment != 0.895 {
@@ -270,6 +271,52 @@ func TestScoreRunMetFirst(t *testing.T) {
 			s := scoreAll([]*phaseRun{tc.a, tc.b}, func(sim.TenantWindow) bool { return true })
 			if !s[0].better(s[1]) || s[1].better(s[0]) {
 				t.Errorf("scores %+v, %+v: want the first above the second", s[0], s[1])
+			}
+		})
+	}
+}
+
+// TestScoreUnservedSLONotMet: the run report counts a latency tenant with
+// an SLO that never served (no request ended nor was overdue) as an SLO
+// missed; the oracle judges it so too over the run (the run so far, or
+// the whole run where the window is the run), so that a plan under which
+// chat never served does not outrank, on the SLOs met over the run, one
+// under which it served and missed. Inside a phase its SLO is judged as
+// a goodput minute is: a phase with no request to judge holds.
+func TestScoreUnservedSLONotMet(t *testing.T) {
+	chat := func(completed, good int) sim.TenantWindow {
+		return sim.TenantWindow{Tenant: "chat", GPU: "g0", SLOTarget: time.Second, SLOQuantile: 0.99, Completed: completed, Good: good}
+	}
+	train := sim.TenantWindow{Tenant: "train", GPU: "g0"}
+	run := func(phase, sofar sim.TenantWindow, trainWork, trainHeld float64) *phaseRun {
+		w := &phaseRun{WindowStats: sim.WindowStats{Tenants: []sim.TenantWindow{phase, train}},
+			work: map[string]float64{"train": trainWork}, heldWork: map[string]float64{"train": trainHeld}}
+		if sofar.Tenant != "" {
+			w.sofar = &sim.WindowStats{Tenants: []sim.TenantWindow{sofar, train}}
+		}
+		return w
+	}
+	none := sim.TenantWindow{}
+	for _, tc := range []struct {
+		name                string
+		a, missed           *phaseRun // a: chat never served (or quiet in the phase)
+		wantRunMet, wantMet int
+	}{
+		{"never served over the whole run",
+			run(chat(0, 0), none, 100, 100), run(chat(1000, 900), none, 50, 0), 0, 0},
+		{"never served in the run so far",
+			run(chat(0, 0), chat(0, 0), 100, 100), run(chat(1000, 900), chat(1000, 900), 50, 0), 0, 1},
+		{"served, quiet in the phase",
+			run(chat(0, 0), chat(1000, 995), 100, 100), run(chat(1000, 900), chat(2000, 1895), 50, 0), 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := scoreAll([]*phaseRun{tc.a, tc.missed}, func(sim.TenantWindow) bool { return true })
+			t.Logf("chat never served (or quiet): %+v; served and missed: %+v", sc[0], sc[1])
+			if sc[0].runMet != tc.wantRunMet || sc[0].met != tc.wantMet {
+				t.Errorf("SLOs met over the run %d, inside the phase %d; want %d, %d", sc[0].runMet, sc[0].met, tc.wantRunMet, tc.wantMet)
+			}
+			if tc.wantRunMet == 0 && sc[0].runMet > sc[1].runMet {
+				t.Errorf("the plan under which chat never served ranks above the one that served it, on the SLOs met over the run")
 			}
 		})
 	}

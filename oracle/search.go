@@ -185,12 +185,20 @@ func (o *oracleSearch) capsBatch(p *Plan, g int) bool {
 	return false
 }
 
+// missesSLO says whether a tenant of GPU uuid misses its SLO in some
+// phase, or over the run (one that never served met it in no phase but
+// broke it in none either).
 func missesSLO(phases []*phaseRun, uuid string) bool {
 	for _, w := range phases {
 		for _, tw := range w.Tenants {
-			if tw.GPU == uuid && tw.SLOTarget > 0 && !sloMet(tw) {
+			if tw.GPU == uuid && tw.SLOTarget > 0 && !report.Held(tw) {
 				return true
 			}
+		}
+	}
+	for _, tw := range mergedRun(phases).Tenants {
+		if tw.GPU == uuid && tw.SLOTarget > 0 && !report.RunMet(tw) {
+			return true
 		}
 	}
 	return false
@@ -234,15 +242,15 @@ func (o *oracleSearch) totalMemory(g int) uint64 {
 	return profileMemory("." + strings.ToLower(m[i+1:]))
 }
 
-func sloMet(tw sim.TenantWindow) bool {
-	return report.Held(tw)
-}
-
 // scoreAll scores the tenants keep selects in each run; goodput (work) is
 // each tenant's held (all) work, as the run report counts it (phaseRun),
 // relative to the largest any run gave it (in size: a restart can leave a
 // phase's work below nothing). The SLOs met over the run so far are
-// judged on sofar, the rest on the phase's window.
+// judged on sofar as the run report's summary judges them (report.RunMet:
+// a tenant with an SLO that has never served has not met it); those met
+// inside the phase on the phase's window as a goodput window is judged
+// (report.Held: a phase in which none of its requests ended holds), or
+// where the window is the whole run as runMet.
 func scoreAll(ws []*phaseRun, keep func(sim.TenantWindow) bool) []score {
 	mostHeld, most := map[string]float64{}, map[string]float64{}
 	for _, w := range ws {
@@ -255,12 +263,12 @@ func scoreAll(ws []*phaseRun, keep func(sim.TenantWindow) bool) []score {
 	}
 	out := make([]score, len(ws))
 	for k, w := range ws {
-		run := &w.WindowStats
+		run, inPhase := &w.WindowStats, report.RunMet
 		if w.sofar != nil {
-			run = w.sofar
+			run, inPhase = w.sofar, report.Held
 		}
 		for _, tw := range run.Tenants {
-			if keep(tw) && tw.SLOTarget > 0 && sloMet(tw) {
+			if keep(tw) && report.RunMet(tw) {
 				out[k].runMet++
 			}
 		}
@@ -277,7 +285,7 @@ func scoreAll(ws []*phaseRun, keep func(sim.TenantWindow) bool) []score {
 				}
 				continue
 			}
-			if sloMet(tw) {
+			if inPhase(tw) {
 				out[k].met++
 			}
 			if ended := tw.Ended() + tw.Overdue; ended > 0 {

@@ -133,25 +133,38 @@ func (s *Simulator) startCost(t *tenant) int64 {
 }
 
 // kill ends t's process at once: everything queued and in flight is lost;
-// a training job loses the steps since its last written checkpoint (a
-// write in progress saves nothing) and redoes them. It returns what was
-// lost.
+// a training job loses its steps as any death of its process does
+// (lostSteps). It returns what was lost.
 func (s *Simulator) kill(t *tenant) int {
 	lost := t.queued() + len(t.seqs)
 	if t.w.Type == "training" {
-		lost = t.sinceCkpt
-		if s.now < t.ckptEnd {
-			lost += t.writing
-			if t.pause == t.ckptEnd {
-				t.pause = s.now // the write ends with the process
-			}
-		}
-		t.redo += lost
-		t.sinceCkpt, t.writing, t.ckptEnd = 0, 0, 0
+		lost = s.lostSteps(t)
 	}
 	t.drop()
 	s.unwarm(t)
 	t.draining = false
+	return lost
+}
+
+// lostSteps is what a training job loses when its process dies, however
+// it dies (killed by a control call, OOM on a new context, its GPU lost,
+// stopped by the scenario): the steps since its last written checkpoint
+// and those of a write in progress, which saves nothing and ends with the
+// process. They are redone; it returns how many. Of anything else it
+// returns 0.
+func (s *Simulator) lostSteps(t *tenant) int {
+	if t.w.Type != "training" {
+		return 0
+	}
+	lost := t.sinceCkpt
+	if s.now < t.ckptEnd {
+		lost += t.writing
+		if t.pause == t.ckptEnd {
+			t.pause = s.now // the write ends with the process
+		}
+	}
+	t.redo += lost
+	t.sinceCkpt, t.writing, t.ckptEnd = 0, 0, 0
 	return lost
 }
 

@@ -421,3 +421,100 @@ tenants:
 		}
 	}
 }
+
+// TestDeathDuringCheckpointWrite: a training process that dies other than
+// by a control call's kill (its GPU falls off the bus, the scenario stops
+// it, a restart's new context OOMs) 5 s into its first checkpoint write
+// (30-50 s) loses, as a kill does, every step since the start: the write
+// saved nothing and ends with the process. Running again from 40 s it
+// redoes them; a restart at 55 s finds no checkpoint either (the
+// abandoned write's end at 50 s saved nothing), so every step done is
+// again to redo.
+func TestDeathDuringCheckpointWrite(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		events string
+		die    func(s *Simulator) error // at 35 s
+		again  func(s *Simulator) error // at 40 s
+	}{
+		{name: "gpu lost", events: `
+  - {at: 35s, action: gpu-lost, gpu: 0}
+  - {at: 40s, action: gpu-restored, gpu: 0}`},
+		{name: "scenario stop", events: `
+  - {at: 35s, tenant: train, action: stop}
+  - {at: 40s, tenant: train, action: start}`},
+		{name: "restart OOM", die: func(s *Simulator) error {
+			uuid := s.sc.GPUs[0].UUID
+			if err := s.SetMPSPinnedMemoryLimit(ctx, uuid, 1, 10e9); err != nil {
+				return err
+			}
+			if err := s.RestartClient(ctx, uuid, 1, "train"); err == nil {
+				return fmt.Errorf("a restart over the pinned memory limit succeeded")
+			}
+			return nil
+		}, again: func(s *Simulator) error {
+			uuid := s.sc.GPUs[0].UUID
+			if err := s.SetMPSPinnedMemoryLimit(ctx, uuid, 1, 0); err != nil {
+				return err
+			}
+			return s.StartProcess(ctx, 1)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			events := ""
+			if c.events != "" {
+				events = "events:" + c.events
+			}
+			sc := mustParse(t, fmt.Sprintf(`name: ckpt
+gpus:
+  - {model: H100-SXM5-80GB, sharing: mps, locked_clocks: {min: 1980, max: 1980}}
+control: {checkpoint_bandwidth: 1GB, migration_time: 1s, load_bandwidth: 20GB, %s}
+tenants:
+  - {name: train, process: {pid: 1}, memory: 20GB, workload: {type: training, flops: 1e12, service_noise: 0, checkpoint_interval: 30s}}
+%s
+`, free, events))
+			s := mustNew(t, sc, Options{})
+			// work is the steps done for the first time (a step redone
+			// takes one from Redo instead), summed over the windows
+			s.AdvanceTo(s.Now().Add(29 * time.Second))
+			work := s.Window().Tenants[0].Work // (steps until the write)
+			before := work
+			s.AdvanceTo(s.Now().Add(6 * time.Second))
+			if c.die != nil {
+				if err := c.die(s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.AdvanceTo(s.Now().Add(time.Second))
+			w := s.Window().Tenants[0]
+			work += w.Work
+			t.Logf("%.0f steps by 29 s; dead at 36 s: %.0f steps done, redo %d", before, work, w.Redo)
+			if float64(w.Redo) != work {
+				t.Errorf("the process died 5 s into the checkpoint write, yet the job redoes %d of its %.0f steps; want all (none written)", w.Redo, work)
+			}
+			s.AdvanceTo(s.Now().Add(4 * time.Second))
+			if c.again != nil {
+				if err := c.again(s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.AdvanceTo(s.Now().Add(15 * time.Second))
+			w = s.Window().Tenants[0]
+			work += w.Work
+			t.Logf("at 55 s: %.0f steps done, redo %d", work, w.Redo)
+			if float64(w.Redo) >= work {
+				t.Errorf("running again from 40 s, the job redid no step by 55 s (redo %d of %.0f): it waits for a write that ended with its process", w.Redo, work)
+			}
+			if err := s.RestartClient(ctx, s.sc.GPUs[0].UUID, 1, "train"); err != nil {
+				t.Fatal(err)
+			}
+			w = s.Window().Tenants[0]
+			work += w.Work
+			t.Logf("restarted at 55 s: %.0f steps done, redo %d", work, w.Redo)
+			if float64(w.Redo) != work {
+				t.Errorf("restarted with no checkpoint ever written, the job redoes %d of its %.0f steps; want all (the abandoned write saved nothing)", w.Redo, work)
+			}
+		})
+	}
+}

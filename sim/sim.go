@@ -348,6 +348,9 @@ func (s *Simulator) memCheck(t *tenant) string {
 func (s *Simulator) oom(t *tenant, now int64, msg string) {
 	serving := t.alive || t.refusing
 	t.ooms++
+	if t.alive {
+		s.lostSteps(t) // a live process OOMs on its restart's new context
+	}
 	t.alive = false
 	t.drop()
 	s.endAction(t)
@@ -369,6 +372,9 @@ func (s *Simulator) event(g *gpuState, e gpu.Event) {
 }
 
 func (s *Simulator) stopTenant(t *tenant) {
+	if t.alive {
+		s.lostSteps(t)
+	}
 	t.alive = false
 	t.drop()
 	t.nextArr = never
@@ -418,6 +424,7 @@ func (s *Simulator) applyEvents() {
 				if x.gpu == g.idx && x.alive {
 					// its processes die; their clients' requests go on
 					// coming and fail until the GPU is back
+					s.lostSteps(x)
 					x.alive = false
 					x.drop()
 					s.endAction(x)

@@ -81,6 +81,24 @@ func Held(tw TenantWindow) bool {
 	return tw.SLOTarget <= 0 || WindowHeld(tw.Good, tw.Ended()+tw.Overdue, tw.SLOQuantile)
 }
 
+// SLOMet says whether an SLO was met over a whole run in which good of
+// ended requests met its target (ended as in WindowHeld, overdue at the
+// run's end): judged as a goodput window is, except that a run in which
+// none ended and none was overdue did not meet it. Over a window, no
+// request to judge holds (a quiet minute of a tenant that serves); over
+// the run, it means the tenant never served.
+func SLOMet(good, ended int, quantile float64) bool {
+	return ended > 0 && WindowHeld(good, ended, quantile)
+}
+
+// RunMet says whether tw's SLO was met, tw being a whole run (or the run
+// so far) summed: as the run's Summary judges it (SLOMet; a tenant with
+// an SLO that never served has not met it). A tenant without an SLO has
+// none to meet.
+func RunMet(tw TenantWindow) bool {
+	return tw.SLOTarget > 0 && SLOMet(tw.Good, tw.Ended()+tw.Overdue, tw.SLOQuantile)
+}
+
 // minuteGoodWork is each tenant's work in the window on GPUs whose SLOs held.
 func minuteGoodWork(minute map[string]*minuteAcc) map[string]float64 {
 	held := heldGPUs(minute)

@@ -509,7 +509,7 @@ func (r *Recorder) summarize() Summary {
 		if a.sloTarget > 0 {
 			// an SLO no request was judged against was never served:
 			// not met
-			met := ts.Attainment != nil && float64(a.good)/float64(a.ended+a.overdue) >= a.sloQuantile
+			met := SLOMet(a.good, a.ended+a.overdue, a.sloQuantile)
 			ts.SLOMet = &met
 			s.SLOsHeld++
 			if met {

@@ -81,6 +81,17 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 	}
 	fmt.Fprintf(ew, "\nSLOs met: %d of %d tenants with an SLO\n", s.SLOsMet, s.SLOsHeld)
 	fmt.Fprintf(ew, "SLOs held in %s of the GPU-minutes (goodput counts work only there)\n", fmtRatio(&s.HeldFraction))
+	// held is judged per minute, met over the run: a minute with no
+	// request to judge holds, a run with none is not met
+	var unserved []string
+	for _, t := range s.Tenants {
+		if t.SLOTarget > 0 && t.Attainment == nil {
+			unserved = append(unserved, t.Tenant)
+		}
+	}
+	if len(unserved) > 0 {
+		fmt.Fprintf(ew, "  (a minute with no request holds: %s never served, its SLO not met)\n", strings.Join(unserved, ", "))
+	}
 	fmt.Fprintf(ew, "energy: %s\n", FormatEnergy(s.EnergyJ))
 	return ew.err
 }
