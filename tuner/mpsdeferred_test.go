@@ -3,6 +3,7 @@ package tuner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -420,4 +421,59 @@ func TestRestoreHoldLastsTillALaterSample(t *testing.T) {
 	if n := len(restartsOf(host.Calls)); n != 2 {
 		t.Errorf("%d restarts after a later sample, want the policy's change made", n)
 	}
+}
+
+// A restore deferred at start (its client not listed yet) of a tenant
+// whose thaw failed waits for the thaw: the round that lists the client
+// and fails the thaw again does not restart it (a restart hook meeting
+// frozen processes waits on them, up to its timeout), nor a later one;
+// the exit, thawing it first, sets the cap back. (Before, the round
+// restarted it while the pause was still open.)
+func TestDeferredRestoreWaitsForTheThaw(t *testing.T) {
+	at := t0.Add(time.Hour)
+	path := filepath.Join(t.TempDir(), "journal")
+	pause := Record{Time: t0, Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 10}, Tenant: "embed", From: encodeValue(Duty(0)), PIDs: []uint32{10}}
+	j := reopen(t, writeJournal(t, path, mpsOriginal(10, Identity{Boot: testBoot, Starts: []uint64{500}}), pause), path)
+	clk := gpu.NewManualClock(at)
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}}
+	thaw := &thawFailing{fail: true}
+	tu, err := New(Options{Policy: fixed(nil), Enabled: pauseOn, Actuators: ActuatorsOf(host, thaw), Journal: j, Clock: clk, Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.Recover(context.Background(), tenantSnap(at, proc{8, "batch"})); err == nil {
+		t.Fatal("Recover: no error, want the failed thaw")
+	}
+	roundAt(t, tu, clk, tenantSnap(at.Add(30*time.Second), proc{10, "embed"}, proc{8, "batch"}))
+	if r := restartsOf(host.Calls); slices.Contains(r, "RestartClient(GPU-0,10)") {
+		t.Fatalf("embed's client restarted (%q) while embed's thaw fails (%q)", r, thaw.calls)
+	}
+	roundAt(t, tu, clk, tenantSnap(at.Add(60*time.Second), proc{10, "embed"}, proc{8, "batch"}))
+	if r := restartsOf(host.Calls); len(r) != 0 {
+		t.Fatalf("restarts %q at the next round, embed's thaw still failed, want none", r)
+	}
+	thaw.fail = false
+	if _, err := tu.Restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := restartsOf(host.Calls); !slices.Equal(r, []string{"RestartClient(GPU-0,10)"}) {
+		t.Errorf("restarts %q at exit, embed thawed (%q), want embed's client set back once", r, thaw.calls)
+	}
+	if open := len(j.Originals()); open != 0 {
+		t.Errorf("%d originals open after the exit, want none", open)
+	}
+}
+
+// thawFailing is a pause actuator whose calls fail while fail is set.
+type thawFailing struct {
+	fail  bool
+	calls []string
+}
+
+func (p *thawFailing) SetPauseDuty(_ context.Context, uuid, tenant string, pids []uint32, duty float64) error {
+	p.calls = append(p.calls, fmt.Sprintf("SetPauseDuty(%s,%s,%v,%g)", uuid, tenant, pids, duty))
+	if p.fail {
+		return errors.New("cgroup.freeze: write error")
+	}
+	return nil
 }

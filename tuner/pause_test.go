@@ -412,7 +412,7 @@ func TestRestoreThawsPausesFirst(t *testing.T) {
 // not restart its client in that pass (its processes may still be frozen,
 // which a restart hook would wait on, up to its timeout, out of the
 // restore's deadline); the cap's original stays open as a failed restore
-// naming the failed thaw, journaled and counted, and the exit's next try,
+// naming the failed thaw, journaled and counted, and a later restore,
 // the tenant thawed, sets it back. A thaw refused as busy and tried again
 // is waited for by the client's restart. (Before, the client was
 // restarted all the same, right after the failed or refused thaw.)
@@ -490,7 +490,7 @@ func TestRestoreNoRestartAfterFailedThaw(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !slices.Equal(rec.Calls, thawed) {
-				t.Errorf("the exit's next try: calls %q, want %q", rec.Calls, thawed)
+				t.Errorf("a later restore: calls %q, want %q", rec.Calls, thawed)
 			}
 		})
 	}

@@ -231,7 +231,7 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 		return t.closeAtOriginal(k, d, how, now), nil // (inforce.go)
 	}
 	if p := t.frozenPause(t.originals[k]); left == nil && p != "" {
-		left = fmt.Errorf("not tried: the pause of its tenant %s (%s) is still open, %s, and a client restarted while its processes may be frozen leaves the restart hook waiting on them; tried again once the tenant is thawed (the exit's next try, or the next start)", a.Tenant, p, thawState(t.originals[p]))
+		left = fmt.Errorf("not tried: the pause of its tenant %s (%s) is still open, %s, and a client restarted while its processes may be frozen leaves the restart hook waiting on them; tried again once the tenant is thawed (at the next start)", a.Tenant, p, thawState(t.originals[p]))
 	}
 	return t.restoreApply(ctx, k, a, d, left, busy, refused, now)
 }

@@ -72,6 +72,12 @@ func (t *Tuner) restoreDeferred(ctx context.Context, k, why string, now time.Tim
 	switch {
 	case skip:
 		return nil, nil
+	case t.frozenPause(o) != "":
+		// its tenant's pause still open (its thaw failed): a client
+		// restarted while its processes may be frozen leaves the hook
+		// waiting on them; it waits for the thaw, as at exit and start
+		t.deferRestore(k, why)
+		return nil, nil
 	case left != nil || !t.hooked(a):
 		return t.restoreApply(ctx, k, a, d, left, false, nil, now)
 	case t.inFlight(a):
