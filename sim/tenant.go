@@ -519,8 +519,27 @@ func (t *tenant) initArrivals(now int64) {
 		tr := t.spec.trace
 		t.traceBase = now
 		t.traceIdx = 0
-		t.nextArr = now + int64(float64(tr.offsets[0])/a.Speedup)
+		t.nextArr = satAdd(now, replayed(tr.offsets[0], a.Speedup))
 	}
+}
+
+// replayed is a trace's offset d at speedup, never where that is out of
+// int64's range (load refuses a span over maxDrawNs at its speedup; a
+// conversion out of range would give a time in the past).
+func replayed(d time.Duration, speedup float64) int64 {
+	if q := float64(d) / speedup; q < float64(never) {
+		return int64(q)
+	}
+	return never
+}
+
+// satAdd is t + d for a d of at least 0, never where that is out of
+// int64's range.
+func satAdd(t, d int64) int64 {
+	if t > never-d {
+		return never
+	}
+	return t + d
 }
 
 // expNs draws an exponential duration with the given mean in seconds, at
@@ -591,9 +610,9 @@ func (t *tenant) arrive(now int64) {
 					break
 				}
 				t.traceIdx = 0
-				t.traceBase += int64(float64(tr.span) / a.Speedup)
+				t.traceBase = satAdd(t.traceBase, replayed(tr.span, a.Speedup))
 			}
-			t.nextArr = t.traceBase + int64(float64(tr.offsets[t.traceIdx])/a.Speedup)
+			t.nextArr = satAdd(t.traceBase, replayed(tr.offsets[t.traceIdx], a.Speedup))
 		default:
 			t.scheduleNext(at)
 		}
