@@ -52,3 +52,34 @@ tenants:
 		})
 	}
 }
+
+// TestBurstyFarArrivalNeverArrives: a bursty process whose next arrival
+// lies past a drawn time's bound (a burst in a million brings a request,
+// a calm lasts a week: about 19,000 years) has none. The state's end
+// used to run out of int64's range and wrap, and requests arrived in the
+// past, counted as dropped (2, 3, 2, 1 in 10 minutes for seeds 1 to 4).
+func TestBurstyFarArrivalNeverArrives(t *testing.T) {
+	for seed := 1; seed <= 4; seed++ {
+		sc := mustParse(t, `
+name: far
+gpus: [{model: H100-SXM5-80GB}]
+tenants:
+  - name: a
+    workload:
+      type: dnn
+      flops: 1e9
+      arrival: {process: bursty, rate: 0, burst_rate: 0.001, burst_mean: 1ms, calm_mean: 7d}
+`)
+		sc.Seed = int64(seed)
+		s := mustNew(t, sc, Options{})
+		s.AdvanceTo(s.Now().Add(10 * time.Minute))
+		for _, tw := range s.Window().Tenants {
+			if tw.Dropped != 0 || tw.Completed != 0 {
+				t.Errorf("seed %d: tenant %s: %d dropped, %d completed in 10 minutes; want none", seed, tw.Tenant, tw.Dropped, tw.Completed)
+			}
+		}
+		if tn := s.tenants[0]; tn.nextArr != never {
+			t.Errorf("seed %d: next arrival at %d, want never", seed, tn.nextArr)
+		}
+	}
+}

@@ -513,7 +513,7 @@ func (t *tenant) initArrivals(now int64) {
 		t.scheduleNext(now)
 	case "bursty":
 		t.bursting = false
-		t.stateEnd = now + expNs(t.rng, a.CalmMean.Seconds())
+		t.stateEnd = satAdd(now, expNs(t.rng, a.CalmMean.Seconds()))
 		t.scheduleNext(now)
 	case "trace":
 		tr := t.spec.trace
@@ -569,6 +569,10 @@ func (t *tenant) scheduleNext(now int64) {
 	case "bursty":
 		// Two-state MMPP: exponential sojourns in calm (rate) and burst
 		// (burst_rate) states; memorylessness lets us redraw at a switch.
+		// An arrival past a drawn time's bound from now never comes, as
+		// a drawn time at the bound (the search would run out of int64's
+		// range).
+		limit := satAdd(now, maxDrawNs)
 		for {
 			r := t.rate
 			if t.bursting {
@@ -576,10 +580,14 @@ func (t *tenant) scheduleNext(now int64) {
 			}
 			next := never
 			if r > 0 {
-				next = now + expNs(t.rng, 1/r)
+				next = satAdd(now, expNs(t.rng, 1/r))
 			}
 			if next < t.stateEnd {
 				t.nextArr = next
+				return
+			}
+			if t.stateEnd >= limit {
+				t.nextArr = never
 				return
 			}
 			now = t.stateEnd
@@ -588,7 +596,7 @@ func (t *tenant) scheduleNext(now int64) {
 			if t.bursting {
 				mean = a.BurstMean
 			}
-			t.stateEnd = now + expNs(t.rng, mean.Seconds())
+			t.stateEnd = satAdd(now, expNs(t.rng, mean.Seconds()))
 		}
 	}
 }
