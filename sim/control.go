@@ -264,11 +264,8 @@ func (s *Simulator) SetComputeTimeSlice(ctx context.Context, uuid string, level 
 		return err
 	}
 	defer s.mu.Unlock()
-	if g.mode == gpu.SharingVGPU {
-		return fmt.Errorf("sim: GPU %s is a vGPU host; use the vGPU scheduler: %w", uuid, gpu.ErrNotSupported)
-	}
-	if g.mode == gpu.SharingMPS || (g.mode == gpu.SharingMIG && !g.hasTimeSliced()) {
-		return fmt.Errorf("sim: GPU %s runs its clients under MPS, where the compute time slice does nothing: %w", uuid, gpu.ErrNotSupported)
+	if msg := g.timeSliceProblem(); msg != "" {
+		return fmt.Errorf("sim: %s: %w", msg, gpu.ErrNotSupported)
 	}
 	d, ok := timeSliceLevels[level]
 	if !ok {
@@ -280,6 +277,18 @@ func (s *Simulator) SetComputeTimeSlice(ctx context.Context, uuid string, level 
 	g.level, g.slice = level, int64(d)
 	s.action(string(gpu.KnobComputeTimeSlice), uuid, nil, string(level))
 	return nil
+}
+
+// timeSliceProblem says why g takes no compute time-slice level, "" when
+// it does.
+func (g *gpuState) timeSliceProblem() string {
+	if g.mode == gpu.SharingVGPU {
+		return fmt.Sprintf("GPU %s is a vGPU host; use the vGPU scheduler", g.uuid)
+	}
+	if g.mode == gpu.SharingMPS || (g.mode == gpu.SharingMIG && !g.hasTimeSliced()) {
+		return fmt.Sprintf("GPU %s runs its clients under MPS, where the compute time slice does nothing", g.uuid)
+	}
+	return ""
 }
 
 // LockClocks locks the SM clock range; a zero ClockLock resets it.
@@ -334,6 +343,15 @@ func (s *Simulator) LockMemoryClocks(ctx context.Context, uuid string, l gpu.Clo
 	return nil
 }
 
+// powerProblem says what is wrong with a power limit of watts on a GPU of
+// model m, "" when nothing (0 restores the default).
+func (m *gpuModel) powerProblem(watts float64) string {
+	if watts != 0 && (watts < 0.3*m.TDPW || watts > m.TDPW) {
+		return fmt.Sprintf("power limit %g W outside [%g, %g]", watts, 0.3*m.TDPW, m.TDPW)
+	}
+	return ""
+}
+
 // SetPowerLimit sets the power limit; 0 restores the default.
 func (s *Simulator) SetPowerLimit(ctx context.Context, uuid string, watts float64) error {
 	g, err := s.lockGPU(ctx, uuid)
@@ -341,8 +359,8 @@ func (s *Simulator) SetPowerLimit(ctx context.Context, uuid string, watts float6
 		return err
 	}
 	defer s.mu.Unlock()
-	if watts != 0 && (watts < 0.3*g.m.TDPW || watts > g.m.TDPW) {
-		return fmt.Errorf("sim: power limit %g W outside [%g, %g]", watts, 0.3*g.m.TDPW, g.m.TDPW)
+	if msg := g.m.powerProblem(watts); msg != "" {
+		return fmt.Errorf("sim: %s", msg)
 	}
 	if err := s.call(viaNVML); err != nil {
 		return err

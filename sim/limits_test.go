@@ -82,6 +82,10 @@ func TestScenarioLimits(t *testing.T) {
 			"x.yaml:5: trace " + sameInstant + " replays 2 requests in 0s: +Inf a second at speedup 1, over the limit of 1e+06"},
 		{"trace sped up", scenario("", oneGPU, tenant("", "type: llm, params: 8e9, arrival: {process: trace, file: "+fast+", speedup: 1e4}")),
 			"x.yaml:5: trace " + fast + " replays 2 requests in 200ns: 1e+11 a second at speedup 10000, over the limit of 1e+06"},
+		{"trace slowed down", scenario("", oneGPU, tenant("", "type: llm, params: 8e9, arrival: {process: trace, file: "+fast+", speedup: 1e-20}")),
+			"x.yaml:5: trace " + fast + " spans 200ns: at arrival.speedup 1e-20 a loop takes 2e+13 s, over the limit of 4.61e+09 s"},
+		{"shipped trace slowed down", scenario("", oneGPU, tenant("", "type: llm, params: 8e9,\n      arrival: {process: trace, file: testdata/azure-llm-2023-conv-300.csv,\n        speedup: 1e-300}")),
+			"x.yaml:7: trace testdata/azure-llm-2023-conv-300.csv spans"},
 		{"trace token counts", scenario("", oneGPU, tenant("", "type: llm, params: 8e9, arrival: {process: trace, file: "+tokens+"}")),
 			"x.yaml:5: " + tokens + ":3: token counts 99999999999, 10: at most 10000000 each"},
 	} {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -63,9 +64,9 @@ func Persist(s *Simulator, path string) (*Persistent, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, ps := range set {
+	for i, ps := range set {
 		if err := s.setValue(ps.GPU, ps.Knob, ps.PID, ps.Current); err != nil {
-			return nil, fmt.Errorf("sim settings %s: %s: %w", path, ps.key(), err)
+			return nil, fmt.Errorf("sim settings %s: entry %d (%s): %w", path, i+1, ps.key(), err)
 		}
 		p.set[ps.key()] = ps
 	}
@@ -213,11 +214,18 @@ func (s *Simulator) value(uuid string, k gpu.Knob, pid uint32) (SettingsValue, e
 	return SettingsValue{}, fmt.Errorf("knob %s is not kept", k)
 }
 
-// setValue sets a setting as the file holds it; s.mu is held.
+// setValue sets a setting as the file holds it; s.mu is held. The file
+// is outside input: a value is refused as the live setter refuses it,
+// unless the GPU has it already (what a failed first change leaves in
+// the file).
 func (s *Simulator) setValue(uuid string, k gpu.Knob, pid uint32, v SettingsValue) error {
 	g, err := s.gpuByUUID(uuid)
 	if err != nil {
 		return err
+	}
+	check := true
+	if cur, err := s.value(uuid, k, pid); err == nil && cur == v {
+		check = false
 	}
 	switch k {
 	case gpu.KnobMPSActiveThreads:
@@ -225,21 +233,53 @@ func (s *Simulator) setValue(uuid string, k gpu.Knob, pid uint32, v SettingsValu
 		if t == nil {
 			return fmt.Errorf("no process %d", pid)
 		}
+		if check {
+			if _, err := s.mpsClient(g, pid); err != nil {
+				return err
+			}
+			if !(v.Num > 0 && v.Num <= 1) {
+				return fmt.Errorf("active-thread fraction %g outside (0, 1]", v.Num)
+			}
+		}
 		t.mpsPending = v.Num
 	case gpu.KnobPowerLimit:
+		if msg := g.m.powerProblem(v.Num); check && msg != "" {
+			return errors.New(msg)
+		}
 		g.powerLimit = v.Num
 	case gpu.KnobLockedClocks:
+		if check {
+			lo, hi := wholeMHz(v.MinMHz), wholeMHz(v.MaxMHz)
+			if lo < 0 || hi < 0 {
+				return fmt.Errorf("locked clocks [%g, %g] MHz: not whole MHz in [0, %d]", v.MinMHz, v.MaxMHz, uint32(math.MaxUint32))
+			}
+			if msg := g.m.lockProblem(uint32(lo), uint32(hi)); msg != "" {
+				return errors.New(msg)
+			}
+		}
 		g.lockMin, g.lockMax = v.MinMHz, v.MaxMHz
 	case gpu.KnobComputeTimeSlice:
 		d, ok := timeSliceLevels[gpu.TimeSliceLevel(v.Text)]
 		if !ok {
 			return fmt.Errorf("unknown time-slice level %q", v.Text)
 		}
+		if msg := g.timeSliceProblem(); check && msg != "" {
+			return errors.New(msg)
+		}
 		g.level, g.slice = gpu.TimeSliceLevel(v.Text), int64(d)
 	default:
 		return fmt.Errorf("knob %s is not kept", k)
 	}
 	return nil
+}
+
+// wholeMHz is a clock in the file as a uint32's value, -1 where it is
+// none (a fraction, out of range).
+func wholeMHz(f float64) int64 {
+	if !(f >= 0 && f <= math.MaxUint32) || f != math.Trunc(f) {
+		return -1
+	}
+	return int64(f)
 }
 
 // SetMPSActiveThreads sets and keeps a client's fraction.

@@ -643,6 +643,11 @@ func (p *parser) validateWorkload(sc *Scenario, i int, traces map[string]*trace,
 		if r := tr.rate(a.Speedup); !(r <= maxTraceRate) {
 			return p.errAt(at("arrival", "speedup"), "trace %s replays %d requests in %v: %.3g a second at speedup %g, over the limit of %g (arrival.rate's)", a.File, len(tr.offsets), tr.span, r, a.Speedup, float64(maxTraceRate))
 		}
+		// A replay so slow that a loop outlasts a drawn time's bound
+		// would put its arrivals out of int64's range.
+		if d := float64(tr.span) / a.Speedup; !(d <= maxDrawNs) {
+			return p.errAt(at("arrival", "speedup"), "trace %s spans %v: at arrival.speedup %g a loop takes %.3g s, over the limit of %.3g s (2^62 ns, about 146 years)", a.File, tr.span, a.Speedup, d/1e9, float64(maxDrawNs)/1e9)
+		}
 		t.trace = tr
 	case "closed":
 		return p.errAt(at("arrival", "process"), "closed arrivals are for training workloads")

@@ -513,14 +513,33 @@ func (t *tenant) initArrivals(now int64) {
 		t.scheduleNext(now)
 	case "bursty":
 		t.bursting = false
-		t.stateEnd = now + expNs(t.rng, a.CalmMean.Seconds())
+		t.stateEnd = satAdd(now, expNs(t.rng, a.CalmMean.Seconds()))
 		t.scheduleNext(now)
 	case "trace":
 		tr := t.spec.trace
 		t.traceBase = now
 		t.traceIdx = 0
-		t.nextArr = now + int64(float64(tr.offsets[0])/a.Speedup)
+		t.nextArr = satAdd(now, replayed(tr.offsets[0], a.Speedup))
 	}
+}
+
+// replayed is a trace's offset d at speedup, never where that is out of
+// int64's range (load refuses a span over maxDrawNs at its speedup; a
+// conversion out of range would give a time in the past).
+func replayed(d time.Duration, speedup float64) int64 {
+	if q := float64(d) / speedup; q < float64(never) {
+		return int64(q)
+	}
+	return never
+}
+
+// satAdd is t + d for a d of at least 0, never where that is out of
+// int64's range.
+func satAdd(t, d int64) int64 {
+	if t > never-d {
+		return never
+	}
+	return t + d
 }
 
 // expNs draws an exponential duration with the given mean in seconds, at
@@ -550,6 +569,10 @@ func (t *tenant) scheduleNext(now int64) {
 	case "bursty":
 		// Two-state MMPP: exponential sojourns in calm (rate) and burst
 		// (burst_rate) states; memorylessness lets us redraw at a switch.
+		// An arrival past a drawn time's bound from now never comes, as
+		// a drawn time at the bound (the search would run out of int64's
+		// range).
+		limit := satAdd(now, maxDrawNs)
 		for {
 			r := t.rate
 			if t.bursting {
@@ -557,10 +580,14 @@ func (t *tenant) scheduleNext(now int64) {
 			}
 			next := never
 			if r > 0 {
-				next = now + expNs(t.rng, 1/r)
+				next = satAdd(now, expNs(t.rng, 1/r))
 			}
 			if next < t.stateEnd {
 				t.nextArr = next
+				return
+			}
+			if t.stateEnd >= limit {
+				t.nextArr = never
 				return
 			}
 			now = t.stateEnd
@@ -569,7 +596,7 @@ func (t *tenant) scheduleNext(now int64) {
 			if t.bursting {
 				mean = a.BurstMean
 			}
-			t.stateEnd = now + expNs(t.rng, mean.Seconds())
+			t.stateEnd = satAdd(now, expNs(t.rng, mean.Seconds()))
 		}
 	}
 }
@@ -591,9 +618,9 @@ func (t *tenant) arrive(now int64) {
 					break
 				}
 				t.traceIdx = 0
-				t.traceBase += int64(float64(tr.span) / a.Speedup)
+				t.traceBase = satAdd(t.traceBase, replayed(tr.span, a.Speedup))
 			}
-			t.nextArr = t.traceBase + int64(float64(tr.offsets[t.traceIdx])/a.Speedup)
+			t.nextArr = satAdd(t.traceBase, replayed(tr.offsets[t.traceIdx], a.Speedup))
 		default:
 			t.scheduleNext(at)
 		}
