@@ -51,6 +51,8 @@ type Action struct {
 	Lost int
 	// Done is false while the action is still in progress.
 	Done bool
+
+	ns int64 // Time in the model's ns since start (real time may skip)
 }
 
 // maxActions bounds the actions kept (the newest).
@@ -65,7 +67,7 @@ func (s *Simulator) Actions() []Action {
 	copy(out, s.actions)
 	for i := range out {
 		if a := &out[i]; !a.Done && a.Kind == "stop" {
-			a.Paused = time.Duration(s.now) - a.Time.Sub(s.start)
+			a.Paused = time.Duration(s.now - a.ns)
 		}
 	}
 	return out
@@ -79,7 +81,7 @@ func (s *Simulator) action(kind, uuid string, t *tenant, detail string) int {
 		s.actBase += len(s.actions) - n
 		s.actions = s.actions[:n]
 	}
-	a := Action{Time: s.at(s.now), Kind: kind, GPU: uuid, Detail: detail, Done: true}
+	a := Action{Time: s.at(s.now), ns: s.now, Kind: kind, GPU: uuid, Detail: detail, Done: true}
 	if t != nil {
 		a.Tenant = t.spec.Name
 	}
@@ -106,7 +108,7 @@ func (s *Simulator) begin(t *tenant, id int) {
 // finish ends t's action in progress: the tenant works again from resume.
 func (s *Simulator) finish(t *tenant, resume int64) {
 	if a := s.actionOf(t.act); a != nil {
-		a.Paused = time.Duration(resume) - a.Time.Sub(s.start)
+		a.Paused = time.Duration(resume - a.ns)
 		a.Done = true
 	}
 	t.act = -1
@@ -350,7 +352,7 @@ func (s *Simulator) startProcess(g *gpuState, t *tenant) error {
 	a := s.actionOf(s.action("start", g.uuid, t, fmt.Sprintf("starts in %v (model load)", time.Duration(cost))))
 	a.Paused = time.Duration(cost)
 	if p := s.actionOf(id); p != nil {
-		p.Paused, p.Done = time.Duration(s.now+cost)-p.Time.Sub(s.start), true
+		p.Paused, p.Done = time.Duration(s.now+cost-p.ns), true
 	}
 	return nil
 }

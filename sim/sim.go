@@ -32,7 +32,37 @@ type Options struct {
 	// exporter, which never calls Window, keeps only a few so that its
 	// memory stays flat however long it runs.
 	WindowLatencies int
+	// MaxCatchUp bounds, in real-time mode, the Clock time one sync with
+	// the Clock (a Sample, AppMetrics or control call) spends simulating:
+	// the model runs in steps of at most catchUpChunk of model time, and
+	// once a step ends with the Clock MaxCatchUp past the sync's start,
+	// the rest of the gap is skipped. Nothing is simulated for the skipped
+	// time; the model's timeline (the scenario's events, its ramps) moves
+	// that much later against the Clock. A scenario the machine runs
+	// faster than real time never skips; one it cannot holds each sync
+	// (and the lock) to about MaxCatchUp, instead of a sync that falls
+	// further behind at each call. 0 means DefaultMaxCatchUp; a negative
+	// value, no bound.
+	MaxCatchUp time.Duration
+	// OnSkip, when set, is told of the time skipped (MaxCatchUp): the time
+	// skipped since the last call and since the start, at the first skip
+	// and then at most once a minute of the Clock. It is called with the
+	// simulator's lock held and must not call the simulator.
+	OnSkip func(skipped, total time.Duration)
 }
+
+// DefaultMaxCatchUp is Options.MaxCatchUp when it is 0: the exporter's
+// default sample interval.
+const DefaultMaxCatchUp = time.Second
+
+// catchUpChunk is the most model time a real-time sync simulates between
+// two looks at the Clock: a quarter of the exporter's default sample
+// interval, so that a scenario eight times slower than real time overruns
+// MaxCatchUp by about two seconds, not by the whole gap's work.
+const catchUpChunk = int64(250 * time.Millisecond)
+
+// skipNoteEvery is the least Clock time between two OnSkip calls.
+const skipNoteEvery = time.Minute
 
 // Simulator runs a scenario. It implements gpu.Source, every gpu actuator and
 // gpu.AppMetricsSource; all methods are safe for concurrent use.
@@ -50,9 +80,19 @@ type Simulator struct {
 
 	lastSample int64
 	sampled    bool
-	winStart   int64
-	maxLat     int             // latencies a window keeps per tenant
-	sortBuf    []time.Duration // Window's scratch for sorting latencies (SortLatencies)
+
+	// real-time mode's bound on a sync's Clock time (Options.MaxCatchUp,
+	// <= 0: none), the time skipped in all and since the last OnSkip
+	// call, and that call's Clock time
+	maxCatchUp int64
+	onSkip     func(skipped, total time.Duration)
+	skipped    int64
+	skipNote   int64
+	skipNoted  time.Time
+
+	winStart int64
+	maxLat   int             // latencies a window keeps per tenant
+	sortBuf  []time.Duration // Window's scratch for sorting latencies (SortLatencies)
 	// spare holds, by tenant, the latency slices a window's caller handed
 	// back (ReuseLatencies) for later windows to fill; under spareMu, so
 	// that a caller on another goroutine need not wait for s.mu
@@ -75,7 +115,11 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 	if sc == nil || !sc.validated {
 		return nil, fmt.Errorf("sim: the scenario must come from LoadScenario or ParseScenario")
 	}
-	s := &Simulator{sc: sc, seed: sc.Seed, clock: opts.Clock, start: opts.Start, maxLat: opts.WindowLatencies}
+	s := &Simulator{sc: sc, seed: sc.Seed, clock: opts.Clock, start: opts.Start, maxLat: opts.WindowLatencies,
+		maxCatchUp: int64(opts.MaxCatchUp), onSkip: opts.OnSkip}
+	if s.maxCatchUp == 0 {
+		s.maxCatchUp = int64(DefaultMaxCatchUp)
+	}
 	if s.maxLat <= 0 {
 		s.maxLat = maxWindowLatencies
 	}
@@ -216,10 +260,46 @@ func (s *Simulator) AdvanceTo(t time.Time) {
 	s.advance(int64(t.Sub(s.start)))
 }
 
-// syncClock advances to the Clock's time in real-time mode.
+// Skipped is the time real-time mode skipped since the start
+// (Options.MaxCatchUp).
+func (s *Simulator) Skipped() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Duration(s.skipped)
+}
+
+// syncClock advances to the Clock's time in real-time mode, for at most
+// maxCatchUp of the Clock's time: the rest of a longer gap is skipped by
+// moving the start that much later, so that the model's own times
+// (arrivals, pauses, scenario events) stay as they were and none of the
+// gap's work is done.
 func (s *Simulator) syncClock() {
-	if s.clock != nil {
-		s.advance(int64(s.clock.Now().Sub(s.start)))
+	if s.clock == nil {
+		return
+	}
+	began := s.clock.Now()
+	to := int64(began.Sub(s.start))
+	for s.now < to {
+		s.advance(min(to, s.now+catchUpChunk))
+		if s.now >= to || s.maxCatchUp <= 0 {
+			continue
+		}
+		if now := s.clock.Now(); now.Sub(began) >= time.Duration(s.maxCatchUp) {
+			s.skip(to-s.now, now)
+			return
+		}
+	}
+}
+
+// skip moves the start d later, the Clock at now, and tells OnSkip at the
+// first skip and then at most every skipNoteEvery.
+func (s *Simulator) skip(d int64, now time.Time) {
+	s.start = s.start.Add(time.Duration(d))
+	s.skipped += d
+	s.skipNote += d
+	if s.onSkip != nil && (s.skipNoted.IsZero() || now.Sub(s.skipNoted) >= skipNoteEvery) {
+		s.onSkip(time.Duration(s.skipNote), time.Duration(s.skipped))
+		s.skipNote, s.skipNoted = 0, now
 	}
 }
 

@@ -420,9 +420,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // A run's report keeps a row per tenant and per GPU a step, and every
 // latency its windows keep, for its whole length (docs/vgpusim.md, Limits).
 const (
-	// maxSeriesRows bounds a run's steps x (tenants + GPUs): an estimated 1 GB
-	// of series. A day at the default step of 1s is 86,400 steps.
+	// maxSeriesRows bounds a run's steps x (tenants + GPUs + stepRows).
+	// Measured peak RSS of an empty scenario (one GPU, no tenants) at
+	// 4,194,304 steps of one row: 1.94 GB without --out, 7.34 GB with it
+	// (its CSV and plots: the plots hold every point); with one tenant at
+	// 2,097,152 steps: 1.82 GB and 5.30 GB. So a row costs about 400
+	// bytes (780 with --out) and a step, its rows aside, about 60 bytes
+	// (970 with --out): at the limit, the empty scenario peaks at 0.64 GB
+	// (2.7 GB with --out), many tenants near 1.7 GB (3.3 GB). A day at
+	// the default step of 1s is 86,400 steps.
 	maxSeriesRows = 4 << 20
+	// stepRows is a step's own cost, in rows: the report's step, and with
+	// --out its line of every file and the plots' points of its time.
+	stepRows = 2
 	// maxRunLatencies is the budget of latencies a run's report keeps (4
 	// bytes each, 256 MiB): each window may keep the budget left over
 	// the tenants (at most the simulator's default, at least
@@ -445,16 +455,21 @@ func runSteps(sc *sim.Scenario, dur, step time.Duration, fixed bool) (int64, err
 	if dur%step != 0 {
 		steps++
 	}
-	per := int64(len(sc.Tenants) + len(sc.GPUs))
-	if steps > maxSeriesRows/per {
+	if most := maxRunSteps(len(sc.Tenants), len(sc.GPUs)); steps > most {
 		at, advice := "at --step", "shorten --duration (default: the scenario's duration) or lengthen --step"
 		if fixed {
 			at, advice = "at the step of", "shorten --duration (default: the scenario's duration)"
 		}
-		return 0, fmt.Errorf("--duration %v %s %v is %d steps of %d tenants and %d GPUs: a run's series holds at most %d rows (steps x (tenants + GPUs)), this one %d steps at the most; %s",
-			dur, at, step, steps, len(sc.Tenants), len(sc.GPUs), maxSeriesRows, maxSeriesRows/per, advice)
+		return 0, fmt.Errorf("--duration %v %s %v is %d steps of %d tenants and %d GPUs: a run's series holds at most %d rows (steps x (tenants + GPUs + %d a step)), this one %d steps at the most; %s",
+			dur, at, step, steps, len(sc.Tenants), len(sc.GPUs), maxSeriesRows, stepRows, most, advice)
 	}
 	return steps, nil
+}
+
+// maxRunSteps is the most steps a run of tenants and gpus may have: a step
+// costs a row each and stepRows of its own.
+func maxRunSteps(tenants, gpus int) int64 {
+	return maxSeriesRows / int64(tenants+gpus+stepRows)
 }
 
 // windowLatencies is what a window may keep per tenant, of tenants, with

@@ -28,7 +28,7 @@ func TestRunSizeBounded(t *testing.T) {
 		{10 * time.Minute, time.Second, 600, ""},
 		{1500 * time.Millisecond, time.Second, 2, ""},
 		{7 * 24 * time.Hour, time.Second, 604800, ""},
-		{10 * time.Second, time.Nanosecond, 0, "--duration 10s at --step 1ns is 10000000000 steps of 3 tenants and 1 GPUs: a run's series holds at most 4194304 rows"},
+		{10 * time.Second, time.Nanosecond, 0, "--duration 10s at --step 1ns is 10000000000 steps of 3 tenants and 1 GPUs: a run's series holds at most 4194304 rows (steps x (tenants + GPUs + 2 a step)), this one 699050 steps at the most"},
 		{2562047 * time.Hour, time.Second, 0, "is 9223369200 steps"},
 	} {
 		steps, err := runSteps(sc, c.dur, c.step, false)
@@ -83,5 +83,41 @@ func TestRunLatencyBudget(t *testing.T) {
 	}
 	if kept == 0 || kept != completed {
 		t.Fatalf("kept %d latencies of %d requests", kept, completed)
+	}
+}
+
+// TestRunSizeCountsSteps: the row limit counts a step's own cost besides
+// its tenants and GPUs: a scenario of one GPU and no tenants was allowed
+// 4,194,304 steps, 1.94 GB at its peak without --out and 7.34 GB with it.
+func TestRunSizeCountsSteps(t *testing.T) {
+	for _, c := range []struct {
+		tenants, gpus int
+		want          int64
+	}{
+		{0, 1, 4194304 / 3},
+		{1, 1, 4194304 / 4},
+		{3, 1, 4194304 / 6},
+		{16, 1, 4194304 / 19},
+	} {
+		if got := maxRunSteps(c.tenants, c.gpus); got != c.want {
+			t.Errorf("%d tenants, %d GPUs: at most %d steps, want %d", c.tenants, c.gpus, got, c.want)
+		}
+	}
+	sc, err := sim.ParseScenario("empty", []byte("name: empty\ngpus: [{model: H100-SXM5-80GB}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		dur  time.Duration
+		want string
+	}{
+		{1398101 * time.Microsecond, ""},
+		{1398102 * time.Microsecond, "this one 1398101 steps at the most"},
+		{4194304 * time.Microsecond, "is 4194304 steps of 0 tenants and 1 GPUs"},
+	} {
+		_, err := runSteps(sc, c.dur, time.Microsecond, false)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v at 1us: %v, want %q", c.dur, err, c.want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -28,7 +29,15 @@ func openSim(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, tenan
 	if err != nil {
 		return nil, tenant.ConfigSource{}, err
 	}
-	s, err := sim.New(sc, sim.Options{Seed: cfg.SimSeed, Clock: clock, Start: clock.Now(), WindowLatencies: liveWindowLatencies})
+	s, err := sim.New(sc, sim.Options{Seed: cfg.SimSeed, Clock: clock, Start: clock.Now(), WindowLatencies: liveWindowLatencies,
+		// a sample (or control call) spends about a sample interval at
+		// most simulating: one that cannot keep up skips the rest, rather
+		// than making the next sample later and longer still
+		MaxCatchUp: cfg.SampleInterval,
+		OnSkip: func(skipped, total time.Duration) {
+			level.Warn(logger).Log("msg", "the simulator cannot keep up with real time: model time skipped, nothing simulated for it",
+				"skipped", skipped, "skipped_total", total, "max_catch_up", cfg.SampleInterval)
+		}})
 	if err != nil {
 		return nil, tenant.ConfigSource{}, fmt.Errorf("--sim.scenario=%s: %w", cfg.SimScenario, err)
 	}
