@@ -233,13 +233,12 @@ func (s *Simulator) setValue(uuid string, k gpu.Knob, pid uint32, v SettingsValu
 		if t == nil {
 			return fmt.Errorf("no process %d", pid)
 		}
-		if check {
-			if _, err := s.mpsClient(g, pid); err != nil {
-				return err
-			}
-			if !(v.Num > 0 && v.Num <= 1) {
-				return fmt.Errorf("active-thread fraction %g outside (0, 1]", v.Num)
-			}
+		// (the value alone: where the client runs, and whether its GPU
+		// is in MPS mode, is run-time state the file does not keep: a
+		// client moved to another GPU, or a GPU relaid out, is where the
+		// scenario puts it at the next start)
+		if check && !(v.Num > 0 && v.Num <= 1) {
+			return fmt.Errorf("active-thread fraction %g outside (0, 1]", v.Num)
 		}
 		t.mpsPending = v.Num
 	case gpu.KnobPowerLimit:
@@ -263,9 +262,10 @@ func (s *Simulator) setValue(uuid string, k gpu.Knob, pid uint32, v SettingsValu
 		if !ok {
 			return fmt.Errorf("unknown time-slice level %q", v.Text)
 		}
-		if msg := g.timeSliceProblem(); check && msg != "" {
-			return errors.New(msg)
-		}
+		// (a known level is taken whatever the GPU's mode: a GPU relaid
+		// out from MIG under MPS to time-sliced instances took it, and is
+		// back in the scenario's layout at the next start; the level does
+		// nothing where the GPU's mode ignores it)
 		g.level, g.slice = gpu.TimeSliceLevel(v.Text), int64(d)
 	default:
 		return fmt.Errorf("knob %s is not kept", k)

@@ -35,10 +35,11 @@ func TestPersistRefusesWhatTheSettersRefuse(t *testing.T) {
 		{"mps fraction", "mps", `"knob":"mps_active_threads","pid":1,"current":{"num":0.5}`, ""},
 		{"mps fraction over 1", "mps", `"knob":"mps_active_threads","pid":1,"current":{"num":7}`, "active-thread fraction 7 outside (0, 1]"},
 		{"mps fraction negative", "mps", `"knob":"mps_active_threads","pid":1,"current":{"num":-0.5}`, "outside (0, 1]"},
-		{"mps fraction not MPS", "time-slice", `"knob":"mps_active_threads","pid":1,"current":{"num":0.5}`, "runs no MPS server"},
+		{"mps fraction, the GPU not MPS at the start", "time-slice", `"knob":"mps_active_threads","pid":1,"current":{"num":0.5}`, ""},
 		{"time slice", "time-slice", `"knob":"compute_timeslice","current":{"text":"long"}`, ""},
-		{"time slice under MPS", "mps", `"knob":"compute_timeslice","current":{"text":"long"}`, "runs its clients under MPS"},
-		{"time slice on vGPU", "vgpu", `"knob":"compute_timeslice","current":{"text":"long"}`, "is a vGPU host"},
+		{"time slice, the GPU under MPS at the start", "mps", `"knob":"compute_timeslice","current":{"text":"long"}`, ""},
+		{"time slice, a vGPU host", "vgpu", `"knob":"compute_timeslice","current":{"text":"long"}`, ""},
+		{"time slice unknown", "time-slice", `"knob":"compute_timeslice","current":{"text":"forever"}`, "unknown time-slice level"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sc := pauseSc(t, c.sharing)
@@ -116,4 +117,58 @@ func FuzzReadPersisted(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPersistStartsFromItsOwnFile: the settings file the simulator wrote
+// starts it again after run-time changes the file does not keep: an MPS
+// client's fraction set on the GPU it was moved to, a time-slice level set
+// on a GPU relaid out from MIG under MPS. (Both were refused at the next
+// start once the file's entries were checked where the client runs and by
+// the GPU's mode: the crash drill could not start again.)
+func TestPersistStartsFromItsOwnFile(t *testing.T) {
+	const moveSc = `name: move
+gpus: [{model: H100-SXM5-80GB, sharing: mps}, {model: H100-SXM5-80GB, sharing: mps}]
+tenants:
+  - {name: a, gpu: 0, process: {pid: 1}, memory: 8GB, workload: {type: training, flops: 5e13, checkpoint_interval: 1h}}
+`
+	const migSc = `name: mig
+gpus:
+  - {model: H100-SXM5-80GB, sharing: mig, mig: [{profile: 3g.40gb, sharing: mps}]}
+  - {model: H100-SXM5-80GB, sharing: time-slice}
+tenants:
+  - {name: a, gpu: 1, process: {pid: 1}, memory: 8GB, workload: {type: training, flops: 5e13, checkpoint_interval: 1h}}
+`
+	for _, tc := range []struct {
+		name, sc string
+		change   func(ctx context.Context, p *Persistent) error
+	}{
+		{"a client moved, then capped", moveSc, func(ctx context.Context, p *Persistent) error {
+			g1 := p.sc.GPUs[1].UUID
+			if err := p.MoveProcess(ctx, 1, g1); err != nil {
+				return err
+			}
+			return p.SetMPSActiveThreads(ctx, g1, 1, 0.5)
+		}},
+		{"a GPU relaid out from MIG, then given a level", migSc, func(ctx context.Context, p *Persistent) error {
+			g0 := p.sc.GPUs[0].UUID
+			if err := p.ConfigureMIG(ctx, g0, nil); err != nil {
+				return err
+			}
+			return p.SetComputeTimeSlice(ctx, g0, gpu.TimeSliceLong)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "settings.json")
+			p, err := Persist(mustNew(t, mustParse(t, tc.sc), Options{}), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.change(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Persist(mustNew(t, mustParse(t, tc.sc), Options{}), path); err != nil {
+				t.Errorf("the next start refuses the simulator's own file: %v", err)
+			}
+		})
+	}
 }
