@@ -254,7 +254,7 @@ func TestErrors(t *testing.T) {
 		{"duration over a week", []string{"run", "--scenario", nn, "--duration", "168h1s", "--step", "1h"}, "--duration 168h0m1s: at most 168h0m0s, as a scenario's duration"},
 		{"centuries in a step", []string{"run", "--scenario", nn, "--duration", "2562047h", "--step", "2562047h"}, "--duration 2562047h0m0s: at most 168h0m0s"},
 		{"tables duration over a week", []string{"tables", "--scenario", nn, "--duration", "169h"}, "--duration 169h0m0s: at most 168h0m0s"},
-		{"tables too many rows", []string{"tables", "--scenario", "eight-gpu-hot", "--duration", "30h"}, "--duration 30h0m0s at the step of 1s is 108000 steps of 32 tenants and 8 GPUs: a run's series holds at most 4194304 rows (steps x (tenants + GPUs)), this one 104857 steps at the most; shorten --duration (default: the scenario's duration)\n"},
+		{"tables too many rows", []string{"tables", "--scenario", "eight-gpu-hot", "--duration", "30h"}, "--duration 30h0m0s at the step of 1s is 108000 steps of 32 tenants and 8 GPUs: a run's series holds at most 4194304 rows (steps x (tenants + GPUs + 2 a step)), this one 99864 steps at the most; shorten --duration (default: the scenario's duration)\n"},
 		{"run too many rows", []string{"run", "--scenario", "eight-gpu-hot", "--duration", "30h"}, "--duration 30h0m0s at --step 1s is 108000 steps of 32 tenants and 8 GPUs"},
 		{"tenants empty", []string{"run", "--scenario", nn, "--duration", "2s", "--tenants", ""}, `--tenants "": want a tenants file (leave the flag out for the scenario's companion)`},
 		{"tenants= empty", []string{"run", "--scenario", nn, "--duration", "2s", "--tenants="}, `--tenants "": want a tenants file`},
