@@ -113,9 +113,8 @@ func (t *Tuner) setsBackHeld(a Action, o Original) bool {
 	v, vok := o.Value.(Fraction)
 	if o.Target.Knob == gpu.KnobMPSActiveThreads && wok && vok {
 		st := &State{}
-		st.MPSResolver, _ = t.o.MPSStates.(MPSResolver)
 		if c, ok := t.o.MPSStates.(MPSCachedResolver); ok {
-			st.MPSResolver = cachedResolver{c}
+			st.MPSResolver = cachedResolver{c} // (never the resolver that reads the server again)
 		}
 		a.Want, o.Value = st.MPSHeld(o.Target, w), st.MPSHeld(o.Target, v)
 	}

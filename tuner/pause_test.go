@@ -369,34 +369,8 @@ func (p *pauseAndMPS) SetPauseDuty(_ context.Context, uuid, tenant string, pids 
 func TestRestoreThawsPausesFirst(t *testing.T) {
 	for _, crash := range []bool{false, true} {
 		t.Run(map[bool]string{false: "at exit", true: "at start after a crash"}[crash], func(t *testing.T) {
-			ctx := context.Background()
-			p := filepath.Join(t.TempDir(), "journal")
-			j := openJournal(t, p)
-			defer func() { j.Close() }()
 			rec := &pauseAndMPS{}
-			capA := mpsAction(8, 1, 0.3)
-			capA.Tenant = "train"
-			pause := pauseAction("train", gpu.ClassBatch, 0, 0.5)
-			opts := Options{Policy: fixed{capA, pause}, Enabled: pauseOn, Actuators: ActuatorsOf(rec), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce}
-			tu, err := New(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tu.RunOnce(ctx, emptySnap(t0)); err != nil {
-				t.Fatal(err)
-			}
-			rec.Calls = nil
-			if crash {
-				j.Close()
-				j = openJournal(t, p)
-				opts.Policy, opts.Journal = fixed{}, j
-				if tu, err = New(opts); err != nil {
-					t.Fatal(err)
-				}
-				_, err = tu.Recover(ctx, emptySnap(t0.Add(time.Minute)))
-			} else {
-				_, err = tu.Restore(ctx)
-			}
+			_, _, _, err := capPausedAndRestore(t, context.Background(), ActuatorsOf(rec), gpu.NewManualClock(t0), crash, func() { rec.Calls = nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -430,39 +404,15 @@ func TestRestoreNoRestartAfterFailedThaw(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // (a deadline: a busy thaw is tried again)
 			defer cancel()
-			p := filepath.Join(t.TempDir(), "journal")
-			j := openJournal(t, p)
-			defer func() { j.Close() }()
 			rec := &busyThaw{}
-			capA := mpsAction(8, 1, 0.3)
-			capA.Tenant = "train"
-			pause := pauseAction("train", gpu.ClassBatch, 0, 0.5)
-			opts := Options{Policy: fixed{capA, pause}, Enabled: pauseOn, Actuators: ActuatorsOf(rec), Journal: j, Clock: gpu.RealClock{}, Mode: ModeEnforce}
-			tu, err := New(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tu.RunOnce(ctx, emptySnap(t0)); err != nil {
-				t.Fatal(err)
-			}
-			rec.Calls = nil
-			if tc.busy {
-				rec.busy = 1
-			} else {
-				rec.Errs = map[string]error{"SetPauseDuty": errors.New("cgroup.freeze: write error")}
-			}
-			var ds []Decision
-			if tc.crash {
-				j.Close()
-				j = openJournal(t, p)
-				opts.Policy, opts.Journal = fixed{}, j
-				if tu, err = New(opts); err != nil {
-					t.Fatal(err)
+			tu, j, ds, err := capPausedAndRestore(t, ctx, ActuatorsOf(rec), gpu.RealClock{}, tc.crash, func() {
+				rec.Calls = nil
+				if tc.busy {
+					rec.busy = 1
+				} else {
+					rec.Errs = map[string]error{"SetPauseDuty": errors.New("cgroup.freeze: write error")}
 				}
-				ds, err = tu.Recover(ctx, emptySnap(t0.Add(time.Minute)))
-			} else {
-				ds, err = tu.Restore(ctx)
-			}
+			})
 			if tc.busy {
 				if want := append([]string{thawed[0]}, thawed...); err != nil || !slices.Equal(rec.Calls, want) {
 					t.Errorf("the restore's calls: %q (error %v), want %q (train's client restarted once it is thawed)", rec.Calls, err, want)
@@ -510,4 +460,41 @@ func (p *busyThaw) SetPauseDuty(ctx context.Context, uuid, tenant string, pids [
 		return fmt.Errorf("a stop in progress: %w", gpu.ErrBusy)
 	}
 	return err
+}
+
+// capPausedAndRestore runs a round of a tuner in enforce mode over act
+// that caps train's MPS client 8 to 0.3 and pauses train, then, once
+// between has run, sets back: at exit, or with crash at a start after a
+// crash (a tuner of its own over the journal opened again). It returns
+// the tuner that set back, its journal, and the restore's decisions and
+// error.
+func capPausedAndRestore(t *testing.T, ctx context.Context, act Actuators, clk gpu.Clock, crash bool, between func()) (*Tuner, *Journal, []Decision, error) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "journal")
+	j := openJournal(t, p)
+	t.Cleanup(func() { j.Close() }) // (the journal open at the end)
+	capA := mpsAction(8, 1, 0.3)
+	capA.Tenant = "train"
+	pause := pauseAction("train", gpu.ClassBatch, 0, 0.5)
+	opts := Options{Policy: fixed{capA, pause}, Enabled: pauseOn, Actuators: act, Journal: j, Clock: clk, Mode: ModeEnforce}
+	tu, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(ctx, emptySnap(t0)); err != nil {
+		t.Fatal(err)
+	}
+	between()
+	if !crash {
+		ds, err := tu.Restore(ctx)
+		return tu, j, ds, err
+	}
+	j.Close()
+	j = openJournal(t, p)
+	opts.Policy, opts.Journal = fixed{}, j
+	if tu, err = New(opts); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := tu.Recover(ctx, emptySnap(t0.Add(time.Minute)))
+	return tu, j, ds, err
 }

@@ -410,6 +410,11 @@ type TenantSummary struct {
 	Overdue int `json:"overdue_at_end"`
 }
 
+// NeverServed says whether t has an SLO and no request was judged against
+// it over the run (none ended nor was overdue): its SLO is not met, and
+// its attainment is nil.
+func (t TenantSummary) NeverServed() bool { return t.SLOTarget > 0 && t.Attainment == nil }
+
 // GPUSummary is one GPU's means over the run: the figures of a step, over
 // the whole run.
 type GPUSummary = GPUStep

@@ -50,7 +50,7 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 	fmt.Fprintln(tw, "TENANT\tGPU\tREQUESTS\tREQ/S\tSLO\tATTAINMENT\tMET\tSLACK\tP50\tP99\tWORK/S\tGOODPUT/S\tSM SHARE\tBW SHARE\tDROPPED\tOVERDUE\tOOMS")
 	for _, t := range s.Tenants {
 		slo, met, att := "-", "-", fmtRatio(t.Attainment)
-		if t.SLOTarget > 0 && t.Attainment == nil {
+		if t.NeverServed() {
 			att = "no requests"
 		}
 		if t.SLOTarget > 0 {
@@ -85,7 +85,7 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 	// request to judge holds, a run with none is not met
 	var unserved []string
 	for _, t := range s.Tenants {
-		if t.SLOTarget > 0 && t.Attainment == nil {
+		if t.NeverServed() {
 			unserved = append(unserved, t.Tenant)
 		}
 	}

@@ -63,8 +63,8 @@ func WriteSeedStats(w io.Writer, policy string, sums []report.Summary, rates []s
 			switch {
 			case t.Attainment != nil:
 				a.att.add(*t.Attainment * 100)
-			case t.SLOTarget > 0:
-				a.att.add(0) // never served: its SLO missed
+			case t.NeverServed():
+				a.att.add(0) // its SLO missed
 			}
 			if t.Slack != nil {
 				a.slack.add(*t.Slack)
