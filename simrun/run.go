@@ -427,8 +427,9 @@ const (
 	// 2,097,152 steps: 1.82 GB and 5.30 GB. So a row costs about 400
 	// bytes (780 with --out) and a step, its rows aside, about 60 bytes
 	// (970 with --out): at the limit, the empty scenario peaks at 0.64 GB
-	// (2.7 GB with --out), many tenants near 1.7 GB (3.3 GB). A day at
-	// the default step of 1s is 86,400 steps.
+	// (2.7 GB with --out), and many tenants, by that row cost, near 1.7 GB
+	// (3.3 GB): an estimate, not measured. A day at the default step of
+	// 1s is 86,400 steps.
 	maxSeriesRows = 4 << 20
 	// stepRows is a step's own cost, in rows: the report's step, and with
 	// --out its line of every file and the plots' points of its time.
