@@ -70,8 +70,9 @@ func (s *Simulator) Capabilities(uuid string) []gpu.Knob {
 	}
 	// the knobs its actuators set: the time slice wherever MPS does not
 	// run the contexts (SetComputeTimeSlice; with one exclusive process
-	// too, as nvidia-smi sets it whatever the compute mode), placement
-	// where there is somewhere else to go
+	// too, as nvidia-smi sets it whatever the compute mode), the MIG
+	// layout where MIG is on (as NVML's backend lists it only in MIG
+	// mode), placement where there is somewhere else to go
 	k := []gpu.Knob{}
 	switch g.mode {
 	case gpu.SharingMPS:
@@ -88,7 +89,7 @@ func (s *Simulator) Capabilities(uuid string) []gpu.Knob {
 		}
 		k = append(k, gpu.KnobMIGDrain)
 	default: // time-sliced, or exclusive
-		k = append(k, gpu.KnobComputeTimeSlice, gpu.KnobMIGLayout)
+		k = append(k, gpu.KnobComputeTimeSlice)
 	}
 	k = append(k, gpu.KnobLockedClocks, gpu.KnobPowerLimit)
 	if g.mode != gpu.SharingVGPU {

@@ -20,7 +20,10 @@ import (
 // DNN batch; docs/calibration.md), so the pause takes effect up to one job
 // late. The paused tenant loses the work it did not launch; nothing else
 // is charged (no restart, no lost state), and its neighbours get the GPU
-// time it leaves.
+// time it leaves. A training job's checkpoint write is the process's own
+// host work, which the freezer stops too: it progresses only while the
+// tenant is not frozen, so a pause stretches it, and the steps it saves
+// stay unsaved (lost on a death) that much longer.
 
 var (
 	_ gpu.PauseActuator = (*Simulator)(nil)
@@ -89,10 +92,61 @@ func (t *tenant) frozenTill(now int64) int64 {
 	}
 	period := int64(PausePeriod)
 	start := now - (now-t.pulseBase)%period
-	if end := start + int64(t.duty*float64(period)); now < end {
+	if end := start + t.frozenPart(); now < end {
 		return end
 	}
 	return 0
+}
+
+// frozenPart is how long t is frozen at the start of each period.
+func (t *tenant) frozenPart() int64 {
+	return int64(t.duty * float64(PausePeriod))
+}
+
+// thawedTo is how long t is not frozen from its pulse base to x (before
+// the base, where nothing is frozen, minus the time from x to the base).
+func (t *tenant) thawedTo(x int64) int64 {
+	if t.duty == 0 || x < t.pulseBase {
+		return x - t.pulseBase
+	}
+	period, frozen := int64(PausePeriod), t.frozenPart()
+	k, r := (x-t.pulseBase)/period, (x-t.pulseBase)%period
+	return k*(period-frozen) + max(0, r-frozen)
+}
+
+// thawedAfter is the first time at which t has not been frozen for d
+// since now: when host work of t's own (a checkpoint write), which the
+// freezer stops as it stops everything of t's on the host, started at now
+// and taking d, ends.
+func (t *tenant) thawedAfter(now, d int64) int64 {
+	u := t.thawedTo(now) + d
+	if t.duty == 0 || u <= 0 {
+		return t.pulseBase + u
+	}
+	period, frozen := int64(PausePeriod), t.frozenPart()
+	open := period - frozen
+	k := (u - 1) / open // the period in which the u-th thawed ns falls
+	return t.pulseBase + k*period + frozen + u - k*open
+}
+
+// rePause moves the end of t's checkpoint write in progress at now to
+// where a new pause (duty and pulseBase, which set applies) puts it: the
+// write has as much thawed time left to go as it had.
+func (t *tenant) rePause(now int64, set func()) {
+	if now >= t.ckptEnd {
+		set()
+		return
+	}
+	left := t.thawedTo(t.ckptEnd) - t.thawedTo(now)
+	set()
+	end := t.thawedAfter(now, left)
+	if t.pause == t.ckptEnd {
+		t.pause = end
+	}
+	if t.lastCkpt == t.ckptEnd {
+		t.lastCkpt = end // the next interval starts when the write ends
+	}
+	t.ckptEnd = end
 }
 
 // pausedTenant is a tenant name's pause, as the host's pause actuator
@@ -138,7 +192,7 @@ func (s *Simulator) setPause(name, uuid string, ts []*tenant, duty float64) {
 				td = d
 			}
 		}
-		t.duty, t.pulseBase = td, s.now
+		t.rePause(s.now, func() { t.duty, t.pulseBase = td, s.now })
 	}
 	if s.pauses == nil {
 		s.pauses = map[string]*pausedTenant{}

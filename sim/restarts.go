@@ -22,7 +22,8 @@ import (
 //   - A restart that finds no memory for a standby starts cold (drains,
 //     then starts) or, with standby_fallback: refuse, fails.
 //   - A training job writes its checkpoint every checkpoint_interval at
-//     checkpoint_bandwidth, making no progress while it writes.
+//     checkpoint_bandwidth, making no progress while it writes; a pause
+//     stretches the write (pause.go).
 //   - Every actuator call takes its actuator's latency, during which the
 //     GPUs run on, and fails with its failure probability (a seeded
 //     stream of its own).

@@ -320,8 +320,9 @@ func (t *tenant) finishJob(s *Simulator, now int64) {
 		t.sinceCkpt++
 		if now-t.lastCkpt >= int64(t.w.CheckpointInterval) {
 			// the write takes the job off the GPU (restarts.go); its
-			// steps are saved when it ends
-			t.ckptEnd = now + s.checkpointWrite(t)
+			// steps are saved when it ends, which a pause puts off
+			// (pause.go)
+			t.ckptEnd = t.thawedAfter(now, s.checkpointWrite(t))
 			t.pause = max(t.pause, t.ckptEnd)
 			t.lastCkpt, t.writing, t.sinceCkpt = t.pause, t.sinceCkpt, 0
 			t.dom.due = min(t.dom.due, t.pause) // its end wakes the domain

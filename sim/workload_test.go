@@ -477,14 +477,16 @@ gpus:
 `)
 	s := mustNew(t, sc, Options{})
 	for i, want := range [][]gpu.Knob{
-		{gpu.KnobComputeTimeSlice, gpu.KnobMIGLayout, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty},
+		// MIG off: no MIG layout, as NVML lists it only in MIG mode
+		{gpu.KnobComputeTimeSlice, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty},
 		// no time slice under MPS: it would do nothing
 		{gpu.KnobMPSActiveThreads, gpu.KnobMPSPinnedMemory, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty},
 		{gpu.KnobMIGLayout, gpu.KnobComputeTimeSlice, gpu.KnobMIGDrain, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty},
 		// a VM is paused through its process on the host
 		{gpu.KnobVGPUScheduler, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPauseDuty},
-		// nvidia-smi sets the time slice whatever the compute mode
-		{gpu.KnobComputeTimeSlice, gpu.KnobMIGLayout, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty},
+		// nvidia-smi sets the time slice whatever the compute mode; no
+		// MIG layout with MIG off
+		{gpu.KnobComputeTimeSlice, gpu.KnobLockedClocks, gpu.KnobPowerLimit, gpu.KnobPlacement, gpu.KnobProcessLifecycle, gpu.KnobPauseDuty},
 	} {
 		if got := s.Capabilities(sc.GPUs[i].UUID); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("GPU %d (%s): %v, want %v", i, sc.GPUs[i].Sharing, got, want)
