@@ -14,7 +14,7 @@ import (
 )
 
 // ExitRestores says what the exit does with the settings the tuner (or an
-// earlier run, per the journal) changed and has not restored, in four
+// earlier run, per the journal) changed and has not restored, in five
 // disjoint counts: the restore at exit acts only on a GPU in enforce mode,
 // but for a pause, thawed in any mode (restoreLocked).
 type ExitRestores struct {
@@ -26,6 +26,9 @@ type ExitRestores struct {
 	// exit before either leaves them open, failed restores, for the next
 	// start.
 	WaitingForListing int
+	// ThawPending are pauses an earlier run left whose thaw failed at
+	// start: tried again at every round (thawretry.go), and at exit.
+	ThawPending int
 	// Failed would be set back at exit too, but this run's latest restore
 	// (or thaw) of each failed (a GPU gone, an actuator error): the exit
 	// tries again, and what still fails stays open for the next start.
@@ -46,6 +49,8 @@ func (t *Tuner) exitRestores() ExitRestores {
 			e.KeptOpen++
 		case t.waitsForListing(k):
 			e.WaitingForListing++
+		case t.leftThaw(k, o):
+			e.ThawPending++
 		case o.RestoreFailed:
 			e.Failed++
 		default:
