@@ -292,8 +292,31 @@ func (t *Tuner) restoredByHook(ctx context.Context, h *hookCall, o Original, now
 	}
 	a := h.a
 	a.Target = cur.Target
-	d := Decision{Time: now, GPU: cur.Target.GPU, Tenant: cur.Tenant, Knob: cur.Target.Knob, From: h.d.From, To: valueText(cur.Value),
-		Reason: "restored at exit: set back by the tuner's change to it (a revert or a policy's change back), whose hook ran at exit and ended within the restore's deadline"}
+	to, held := t.heldText(h.a, cur)
+	d := Decision{Time: now, GPU: cur.Target.GPU, Tenant: cur.Tenant, Knob: cur.Target.Knob, From: h.d.From, To: to,
+		Reason: joinReasons("restored at exit: set back by the tuner's change to it (a revert or a policy's change back), whose hook ran at exit and ended within the restore's deadline", held)}
 	rd, _ := t.restoreSettled(ctx, cur, a, d, nil, now)
 	return []Decision{*rd}
+}
+
+// heldText is the value the change a, which sets the original o back as
+// the MPS controller holds them (setsBackHeld), puts in force, as a
+// decision's to says it, and, where that is not o's value itself (a cap
+// given back as 80% under a server at 50%: the client runs at 50%, as
+// its uncapped original does), what the reason adds to say so; "" then
+// where they are the same.
+func (t *Tuner) heldText(a Action, o Original) (to, held string) {
+	w, wok := a.Want.(Fraction)
+	if o.Target.Knob != gpu.KnobMPSActiveThreads || !wok {
+		return valueText(o.Value), ""
+	}
+	st := &State{}
+	if c, ok := t.o.MPSStates.(MPSCachedResolver); ok {
+		st.MPSResolver = cachedResolver{c} // (as setsBackHeld asks it)
+	}
+	runs := st.MPSHeld(o.Target, w)
+	if setsBack(Action{Want: runs}, o) {
+		return valueText(o.Value), ""
+	}
+	return runs.String(), fmt.Sprintf("the client runs at %s, as its MPS server's cap holds it, the state of its original %s there; the change asked for %s", runs, valueText(o.Value), a.Want)
 }
