@@ -14,7 +14,7 @@ import (
 )
 
 // ExitRestores says what the exit does with the settings the tuner (or an
-// earlier run, per the journal) changed and has not restored, in four
+// earlier run, per the journal) changed and has not restored, in five
 // disjoint counts: the restore at exit acts only on a GPU in enforce mode,
 // but for a pause, thawed in any mode (restoreLocked).
 type ExitRestores struct {
@@ -26,6 +26,9 @@ type ExitRestores struct {
 	// exit before either leaves them open, failed restores, for the next
 	// start.
 	WaitingForListing int
+	// ThawPending are pauses an earlier run left whose thaw failed at
+	// start: tried again at every round (thawretry.go), and at exit.
+	ThawPending int
 	// Failed would be set back at exit too, but this run's latest restore
 	// (or thaw) of each failed (a GPU gone, an actuator error): the exit
 	// tries again, and what still fails stays open for the next start.
@@ -46,6 +49,8 @@ func (t *Tuner) exitRestores() ExitRestores {
 			e.KeptOpen++
 		case t.waitsForListing(k):
 			e.WaitingForListing++
+		case t.leftThaw(k, o):
+			e.ThawPending++
 		case o.RestoreFailed:
 			e.Failed++
 		default:
@@ -287,8 +292,31 @@ func (t *Tuner) restoredByHook(ctx context.Context, h *hookCall, o Original, now
 	}
 	a := h.a
 	a.Target = cur.Target
-	d := Decision{Time: now, GPU: cur.Target.GPU, Tenant: cur.Tenant, Knob: cur.Target.Knob, From: h.d.From, To: valueText(cur.Value),
-		Reason: "restored at exit: set back by the tuner's change to it (a revert or a policy's change back), whose hook ran at exit and ended within the restore's deadline"}
+	to, held := t.heldText(h.a, cur)
+	d := Decision{Time: now, GPU: cur.Target.GPU, Tenant: cur.Tenant, Knob: cur.Target.Knob, From: h.d.From, To: to,
+		Reason: joinReasons("restored at exit: set back by the tuner's change to it (a revert or a policy's change back), whose hook ran at exit and ended within the restore's deadline", held)}
 	rd, _ := t.restoreSettled(ctx, cur, a, d, nil, now)
 	return []Decision{*rd}
+}
+
+// heldText is the value the change a, which sets the original o back as
+// the MPS controller holds them (setsBackHeld), puts in force, as a
+// decision's to says it, and, where that is not o's value itself (a cap
+// given back as 80% under a server at 50%: the client runs at 50%, as
+// its uncapped original does), what the reason adds to say so; "" then
+// where they are the same.
+func (t *Tuner) heldText(a Action, o Original) (to, held string) {
+	w, wok := a.Want.(Fraction)
+	if o.Target.Knob != gpu.KnobMPSActiveThreads || !wok {
+		return valueText(o.Value), ""
+	}
+	st := &State{}
+	if c, ok := t.o.MPSStates.(MPSCachedResolver); ok {
+		st.MPSResolver = cachedResolver{c} // (as setsBackHeld asks it)
+	}
+	runs := st.MPSHeld(o.Target, w)
+	if setsBack(Action{Want: runs}, o) {
+		return valueText(o.Value), ""
+	}
+	return runs.String(), fmt.Sprintf("the client runs at %s, as its MPS server's cap holds it, the state of its original %s there; the change asked for %s", runs, valueText(o.Value), a.Want)
 }

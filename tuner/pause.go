@@ -57,7 +57,7 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 			t.counts.RestoreFailures++
 			t.noteRestoreFailed(k)
 			t.journal(restoreRecord(EventRestoreFailed, o, now, err.Error()))
-			level.Error(t.o.Logger).Log("msg", "tuner could not thaw a paused tenant", "target", o.Target.String(), "tenant", o.Tenant, "from", orUnknown(d.From), "err", err)
+			level.Error(t.o.Logger).Log("msg", "tuner could not thaw a paused tenant", "target", o.Target.String(), "gpu", o.Target.GPU, "tenant", o.Tenant, "from", orUnknown(d.From), "next", t.nextThaw(k), "err", err)
 		} else {
 			d.Outcome, d.Applied = OutcomeRestored, true
 			t.counts.Restores++
@@ -67,6 +67,7 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 			thawed := Action{Target: o.Target, GPUIndex: t.indexOf(o.Target.GPU), Tenant: o.Tenant, Want: Duty(0), Revert: true}
 			t.noteApplied(nil, thawed, now)
 			t.setTarget(thawed, ModeEnforce) // (0: the gauge and the page show no pause)
+			t.thawedNow()                    // (the caps that waited for the thaw)
 		}
 		out = append(out, d)
 	}
@@ -80,6 +81,8 @@ func (t *Tuner) thawWhy(k string, o Original, first, stopped bool, now time.Time
 	switch {
 	case first:
 		return "thawed at start (a pause found in the journal)"
+	case t.leftThaw(k, o):
+		return whyThawAgain
 	case stopped:
 		return "thawed: kill switch engaged"
 	case t.modeOf(o.Target.GPU, t.indexOf(o.Target.GPU)) != ModeEnforce:

@@ -231,22 +231,26 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 		return t.closeAtOriginal(k, d, how, now), nil // (inforce.go)
 	}
 	if p := t.frozenPause(t.originals[k]); left == nil && p != "" {
-		left = fmt.Errorf("not tried: the pause of its tenant %s (%s) is still open, %s, and a client restarted while its processes may be frozen leaves the restart hook waiting on them; tried again once the tenant is thawed (at the next start)", a.Tenant, p, thawState(t.originals[p]))
+		left = fmt.Errorf("not tried: the pause of its tenant %s (%s) is still open, %s, and a client restarted while its processes may be frozen leaves the restart hook waiting on them; tried again once the tenant is thawed (%s)", t.originals[p].Tenant, p, thawState(t.originals[p]), t.awaitThaw(k, why))
 	}
 	return t.restoreApply(ctx, k, a, d, left, busy, refused, now)
 }
 
-// frozenPause is the key of an open pause original of o's tenant, where
-// o's restore restarts a client (an MPS cap); "" for none. The pauses
-// are tried first (restoreRank): one still open has a failed thaw (or
-// one not tried yet: a hook still running holds it), and its tenant's
-// processes may be frozen.
+// frozenPause is the key of an open pause original of o's tenant, or of
+// one whose processes name o's client, where o's restore restarts a
+// client (an MPS cap); "" for none. The pauses are tried first
+// (restoreRank): one still open has a failed thaw (or one not tried yet:
+// a hook still running holds it), and its tenant's processes may be
+// frozen. The names alone do not tell: a reload of the tenants file that
+// renamed the tenant between the cap's original and the pause's leaves
+// the two under different names, the client among the processes paused.
 func (t *Tuner) frozenPause(o Original) string {
-	if o.Target.Knob != gpu.KnobMPSActiveThreads || o.Tenant == "" {
+	if o.Target.Knob != gpu.KnobMPSActiveThreads {
 		return ""
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.originals)) {
-		if p := t.originals[k]; p.Target.Knob == gpu.KnobPauseDuty && p.Tenant == o.Tenant {
+		p := t.originals[k]
+		if p.Target.Knob == gpu.KnobPauseDuty && (o.Tenant != "" && p.Tenant == o.Tenant || slices.Contains(p.PIDs, o.Target.PID)) {
 			return k
 		}
 	}

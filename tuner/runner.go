@@ -401,13 +401,14 @@ func (r *Runner) restoreWithin(all context.Context, closing chan<- struct{}) exi
 }
 
 // openAtExit counts the originals still open in the journal: those the
-// exit sets back (not set back: exitRestores' AtExit, WaitingForListing
-// and Failed), and those it keeps open (their GPU not in enforce mode).
+// exit sets back (not set back: exitRestores' AtExit, WaitingForListing,
+// ThawPending and Failed), and those it keeps open (their GPU not in
+// enforce mode).
 func (r *Runner) openAtExit() (open, kept int) {
 	r.t.mu.Lock()
 	defer r.t.mu.Unlock()
 	e := r.t.exitRestores()
-	return e.AtExit + e.WaitingForListing + e.Failed, e.KeptOpen
+	return e.AtExit + e.WaitingForListing + e.ThawPending + e.Failed, e.KeptOpen
 }
 
 // closeAll closes the actuators CloseAtExit names and the journal within

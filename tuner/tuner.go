@@ -200,6 +200,11 @@ type Tuner struct {
 	// successor found whose restart hook waits for another, of a client
 	// no snapshot has listed yet (restorehook.go): why, by Target.String
 	restoreWaits map[string]string
+	// thawWaits are the MPS originals whose restore at start was not
+	// tried because their tenant's pause was still open (its thaw
+	// failed): why, by Target.String, deferred to a round once the
+	// tenant is thawed (thawretry.go)
+	thawWaits map[string]string
 	// restoredNow are the targets a restore set back or tried to, by
 	// Target.String, and when, till a snapshot sampled after it: the
 	// rounds' policy actions on them are passed over (heldByRestore)

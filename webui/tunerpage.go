@@ -104,13 +104,15 @@ type tunerView struct {
 	// Changed is the number of settings the tuner changed and has not
 	// restored; the exit sets back RestoreAtExit of them, leaves open
 	// WaitingForListing (MPS clients the start left to the rounds, no
-	// snapshot listing them yet), tries again RestoreFailed whose restore
-	// failed, and leaves KeptOpen as they are (no GPU in enforce mode),
+	// snapshot listing them yet), tries again ThawPending (pauses an
+	// earlier run left whose thaw at start failed, tried again at every
+	// round too) and RestoreFailed whose restore failed, and leaves KeptOpen as they are (no GPU in enforce mode),
 	// their originals open in the journal for a later start in enforce
 	// mode.
 	Changed           int        `json:"settings_changed"`
 	RestoreAtExit     int        `json:"settings_restored_at_exit"`
 	WaitingForListing int        `json:"settings_waiting_for_listing"`
+	ThawPending       int        `json:"settings_thaw_pending"`
 	RestoreFailed     int        `json:"settings_restore_failed"`
 	KeptOpen          int        `json:"settings_kept_open"`
 	ExitText          []exitText `json:"-"`
@@ -290,7 +292,7 @@ func newTunerView(info TunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, m
 	if st != nil {
 		v.Policy, v.Mode, v.KillSwitch, v.LastRun = st.Policy, string(st.Mode), st.KillSwitch, st.LastRun
 		v.Changed, v.RestoreAtExit, v.RestoreFailed, v.KeptOpen = st.Unrestored, st.Exit.AtExit, st.Exit.Failed, st.Exit.KeptOpen
-		v.WaitingForListing = st.Exit.WaitingForListing
+		v.WaitingForListing, v.ThawPending = st.Exit.WaitingForListing, st.Exit.ThawPending
 		v.ExitText = exitTexts(st.Exit)
 		if j := st.Journal; j != nil {
 			v.Journal = &journalView{Writable: j.WriteError == "", Error: j.WriteError}

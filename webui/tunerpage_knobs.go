@@ -278,6 +278,10 @@ func exitTexts(e tuner.ExitRestores) []exitText {
 		out = append(out, exitText{ID: "waiting-for-listing", Text: strconv.Itoa(e.WaitingForListing) +
 			" waiting for a snapshot to list their client: left open if the exit comes first"})
 	}
+	if e.ThawPending > 0 {
+		out = append(out, exitText{ID: "thaw-pending", Bad: true,
+			Text: strconv.Itoa(e.ThawPending) + " paused by an earlier run, whose thaw at start failed: tried again at every round and at exit"})
+	}
 	if e.Failed > 0 {
 		out = append(out, exitText{ID: "restore-failed", Bad: true,
 			Text: strconv.Itoa(e.Failed) + " whose restore failed: tried again at exit, then kept open in the journal for the next start"})

@@ -1,0 +1,80 @@
+package tuner
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// A pause an earlier run left open in the journal (a crash, a kill -9
+// mid-pause, a thaw that failed at its exit) is thawed at start, by the
+// start's restore and again by the first round (thawPauses). A thaw that
+// fails there (a freezer write refused once: EBUSY, a transient
+// permission or I/O error) is tried again at every round of the run, not
+// only at exit and at the next start, so that the tenant stays frozen no
+// longer than the fault: each try is a decision, journaled (restored
+// once it takes, restore_failed until then), counted and logged with the
+// tenant, its GPU and the error, and the status counts the pause apart
+// (ExitRestores.ThawPending). It is the earlier run's pause only: once
+// this run sets a value on its target (the policy pauses the tenant
+// again, or gives the pause back), the pause is the policy's own, thawed
+// where the policy, or another reason of thawWhy's, says so.
+//
+// The tenant's MPS caps whose restore at start waited for the thaw
+// (frozenPause: a client restarted while its processes may be frozen
+// leaves the restart hook waiting on them) are set back once it takes,
+// by the same round, as the start would have set them back (restoreWaits,
+// restorehook.go): not where this run changed the cap since.
+
+// whyThawAgain is the reason of a thaw of a pause an earlier run left,
+// tried again after its thaw at start failed (leftThaw).
+const whyThawAgain = "thawed: a pause an earlier run left, whose thaw at start failed, tried again at every round until it takes"
+
+// leftThaw reports whether the pause original o (key k) is one an earlier
+// run left whose thaw this run tried and failed, and on whose target this
+// run has set nothing since (the policy's pause, or its thaw, makes it the
+// policy's own).
+func (t *Tuner) leftThaw(k string, o Original) bool {
+	return o.Target.Knob == gpu.KnobPauseDuty && o.RestoreFailed && t.changes[k].To == nil
+}
+
+// nextThaw says when a pause whose thaw failed is tried again, as the
+// log says it.
+func (t *Tuner) nextThaw(k string) string {
+	if o, ok := t.originals[k]; ok && t.leftThaw(k, o) && !t.exiting {
+		return "at the next round, and at exit"
+	}
+	return "at exit, and at the next start"
+}
+
+// awaitThaw keeps the MPS original k, whose restore with why is not tried
+// while its tenant's pause is open, for the round that thaws the tenant
+// (thawedNow), and says when it is tried again, as its reason says it.
+func (t *Tuner) awaitThaw(k, why string) string {
+	if why != whyRecovered {
+		return "at the next start"
+	}
+	if t.thawWaits == nil {
+		t.thawWaits = map[string]string{}
+	}
+	t.thawWaits[k] = why
+	return "by the round that thaws it, at exit otherwise"
+}
+
+// thawedNow hands the restores that waited for a thaw (awaitThaw) to the
+// round (restoreWaits) once no pause that holds them is open
+// (frozenPause); one whose cap this run changed since is left to the
+// policy (and to the exit).
+func (t *Tuner) thawedNow() {
+	for _, k := range slices.Sorted(maps.Keys(t.thawWaits)) {
+		o, ok := t.originals[k]
+		switch {
+		case !ok || t.changes[k].To != nil:
+			delete(t.thawWaits, k)
+		case t.frozenPause(o) == "":
+			t.deferRestore(k, t.thawWaits[k])
+			delete(t.thawWaits, k)
+		}
+	}
+}
