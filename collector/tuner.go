@@ -107,6 +107,9 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 	target, eff := map[tk]float64{}, map[tk]float64{}
 	var order []tk
 	for _, st := range s.Settings {
+		if st.Mode == tuner.ModeRecommend && s.ModeOf(st.GPU, st.GPUIndex) == tuner.ModeEnforce {
+			continue // nothing set on a GPU in enforce mode: no target
+		}
 		g := strconv.Itoa(st.GPUIndex)
 		switch v := st.Target.(type) {
 		case tuner.Fraction:

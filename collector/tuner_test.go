@@ -315,3 +315,36 @@ func TestTunerNodeLockHeld(t *testing.T) {
 		})
 	}
 }
+
+// A target served is what the tuner set on a GPU in enforce mode, and
+// what it recommends on one in recommend mode: a value only recommended
+// on a GPU in enforce mode (nothing could set it: the journal unwritable)
+// serves no target, which would read as in force there.
+func TestTunerTargetOnlySetInEnforce(t *testing.T) {
+	const head = `# HELP vgpu_tuner_power_limit_target_watts Power limit the tuner targets for the GPU; once set, the limit the GPU holds as read back where that differs.
+# TYPE vgpu_tuner_power_limit_target_watts gauge
+`
+	power := func(m tuner.Mode) tuner.Setting {
+		return tuner.Setting{GPU: "GPU-0", Knob: gpu.KnobPowerLimit, Mode: m, Target: tuner.Watts(490)}
+	}
+	const served = head + `vgpu_tuner_power_limit_target_watts{gpu="0",uuid="GPU-0"} 490` + "\n"
+	for _, tc := range []struct {
+		name    string
+		gpuMode tuner.Mode // the GPU's, the host's enforce
+		setting tuner.Setting
+		want    string
+	}{
+		{"set in enforce", tuner.ModeEnforce, power(tuner.ModeEnforce), served},
+		{"recommended only in enforce", tuner.ModeEnforce, power(tuner.ModeRecommend), ""},
+		{"recommended in recommend", tuner.ModeRecommend, power(tuner.ModeRecommend), served},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &tuner.Status{Policy: "autotune", Mode: tuner.ModeEnforce, GPUModes: map[string]tuner.Mode{"GPU-0": tc.gpuMode},
+				Settings: []tuner.Setting{tc.setting}}
+			c := NewTunerCollector(func() *tuner.Status { return s })
+			if err := testutil.CollectAndCompare(c, strings.NewReader(tc.want), "vgpu_tuner_power_limit_target_watts"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}

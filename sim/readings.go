@@ -168,6 +168,9 @@ func (s *Simulator) device(g *gpuState, interval time.Duration) gpu.Device {
 		}
 	} else {
 		d.PowerWatts = fig.float(g.power)
+		// no interval yet, no ratio: the source is named all the same,
+		// as the ratios of every later sample will have it
+		d.Activity = gpu.Activity{Source: "sim"}
 	}
 	used := uint64(g.spec.Reserved)
 	for i, dom := range g.domains {

@@ -47,6 +47,7 @@ func TestAwaitLateWaitsForWhatTheExitLeft(t *testing.T) {
 			rn := NewRunner(r.tu, r.j, r.clk, time.Minute, func() *tenant.Snapshot { return r.snapOf() }, log.NewLogfmtLogger(logs))
 			rn.SetRestoreTimeout(200 * time.Millisecond)
 			rn.ReleaseAtExit(&pathLock{path: "/run/vgpu-exporter/tuner.lock", release: func() error { return nil }})
+			lateExitWay(t)
 			// (Run never runs: its round never ends, as a stuck one)
 			return rn, func() { close(rn.done); r.host.release <- nil }
 		}, []string{"the hook on GPU-0/mps_active_threads/pid8", "the tuner's round stuck at exit", "releasing the node lock /run/vgpu-exporter/tuner.lock"},
@@ -95,4 +96,13 @@ func hasPrefixes(got, want []string) bool {
 		}
 	}
 	return true
+}
+
+// lateExitWay makes RestoreAtExit choose its way (restore, or the round
+// stuck) only past its deadline, as on a loaded host, until t ends: a
+// stuck round is named as such all the same, not taken for a stuck
+// restore.
+func lateExitWay(t *testing.T) {
+	beforeExitWay = func(all context.Context) { <-all.Done() }
+	t.Cleanup(func() { beforeExitWay = func(context.Context) {} })
 }

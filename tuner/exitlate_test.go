@@ -181,6 +181,9 @@ func TestStuckRoundExitCancelsHooksAndKeepsTheLock(t *testing.T) {
 			}
 			rn := r.exitRunner()
 			releases := countReleases(rn)
+			if tc.deaf {
+				lateExitWay(t)
+			}
 			// (Run never runs: its round never ends, as a stuck one)
 			if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "round did not end") {
 				t.Fatalf("RestoreAtExit: %v, want the stuck round named", err)

@@ -245,13 +245,16 @@ func (r *Runner) RestoreAtExit() error {
 	defer cancelRound()
 	res := make(chan exitErr, 1)
 	closing := make(chan struct{}) // closed as the closes start
+	decided := make(chan struct{}) // closed once the exit has chosen its way: restore, or the round stuck
 	go func() {
 		select {
 		case <-r.done:
 		case <-round.Done():
 		}
+		beforeExitWay(all)
 		select {
 		case <-r.done: // (an ended round wins over the deadline reached with it)
+			close(decided)
 			res <- r.restoreWithin(all, closing)
 		default:
 			// nothing set back (the round holds the tuner), but the
@@ -259,6 +262,7 @@ func (r *Runner) RestoreAtExit() error {
 			// close come before the error all the same; the node lock is
 			// kept until the round and the hooks end
 			close(closing)
+			close(decided)
 			r.t.hookLive.stop()
 			err := errors.New("the tuner's round did not end (an actuator is stuck): nothing set back")
 			res <- exitErr{restore: err, close: r.closeAll(all, restoreBound, r.roundAndHooksEnded())}
@@ -268,6 +272,10 @@ func (r *Runner) RestoreAtExit() error {
 	select {
 	case e = <-res:
 	case <-all.Done():
+		// The round's deadline, within all's, has passed too: the way
+		// is chosen at once (a stuck round is not taken for a stuck
+		// restore because its goroutine ran late).
+		<-decided
 		select {
 		case e = <-res: // (a result sent with the deadline reached wins)
 		case <-closing: // (the closes end at all's end, naming what did not close)
@@ -279,6 +287,11 @@ func (r *Runner) RestoreAtExit() error {
 	}
 	return r.restoreResult(e)
 }
+
+// beforeExitWay runs in RestoreAtExit once the round has ended or its
+// deadline has passed, before the exit chooses its way; tests make it
+// late (past all's deadline), as a loaded host may.
+var beforeExitWay = func(all context.Context) {}
 
 // roundAndHooksEnded is closed once the round stuck at exit has ended,
 // and then every hook (those it started too, cancelled as they start).

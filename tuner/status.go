@@ -207,9 +207,16 @@ func (t *Tuner) settings() []Setting {
 }
 
 // setTarget remembers the latest target of a knob: a.Want, set (mode
-// enforce) or recommended (mode recommend).
+// enforce) or recommended (mode recommend). A value only recommended
+// leaves a target set before as it is: that one is in force, and the
+// target gauges serve what the tuner set (the decision says what it
+// recommended).
 func (t *Tuner) setTarget(a Action, mode Mode) {
 	now := t.o.Clock.Now()
+	if old, ok := t.targets[a.Target.String()]; ok && mode == ModeRecommend && old.Mode == ModeEnforce {
+		t.trackProc(a.Target, now)
+		return
+	}
 	t.targets[a.Target.String()] = Setting{GPU: a.GPU, GPUIndex: a.GPUIndex, Tenant: a.Tenant, Knob: a.Knob, PID: a.PID,
 		Mode: mode, Target: a.Want, At: now}
 	t.trackProc(a.Target, now)

@@ -72,6 +72,16 @@ func TestSampleFullHost(t *testing.T) {
 			if r1.Devices[0].Activity.SMActive != nil {
 				t.Errorf("GPM activity on the first sample; needs two")
 			}
+			// the source is named from the first sample, as the next
+			// sample's ratios will have it: vgpu_gpu_info keeps its labels
+			if a := r1.Devices[0].Activity; a.Source != "gpm" {
+				t.Errorf("first sample's activity source %q, want gpm", a.Source)
+			}
+			for j, m := range r1.Devices[2].MIG {
+				if m.Activity.Source != "gpm" || m.Activity.SMActive != nil {
+					t.Errorf("GPU 2 MIG %d first sample's activity %+v, want source gpm and no ratio", j, m.Activity)
+				}
+			}
 			f.clock.Advance(time.Second)
 			rd := sample(t, b)
 			if rd.Interval != time.Second {

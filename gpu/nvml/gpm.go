@@ -101,6 +101,12 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 			ds.ctxKnown = true
 		}
 	}
+	if ds.gpmPrev != nil {
+		// GPM holds a sample: its ratios come with the next, and the
+		// source is named from this one on (no ratio yet, too soon for
+		// one, a figure that failed), so that it never changes.
+		d.Activity.Source = "gpm"
+	}
 	if rd.fatal != nil {
 		return
 	}
@@ -134,6 +140,9 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 		ds.migGPMPrev[gi] = p
 		if ok {
 			d.MIG[i].Activity = activity(vals)
+		}
+		if p.sample != nil {
+			d.MIG[i].Activity.Source = "gpm" // as the GPU's, from its first sample
 		}
 		if rd.fatal != nil {
 			return
