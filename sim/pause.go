@@ -126,7 +126,10 @@ func (t *tenant) thawedAfter(now, d int64) int64 {
 	period, frozen := int64(PausePeriod), t.frozenPart()
 	open := period - frozen
 	k := (u - 1) / open // the period in which the u-th thawed ns falls
-	return t.pulseBase + k*period + frozen + u - k*open
+	if k >= (math.MaxInt64-t.pulseBase)/period-1 {
+		return math.MaxInt64 // (a duty so near 1 that the write outlasts int64's time)
+	}
+	return max(now, t.pulseBase+k*period+frozen+u-k*open) // (a write of 0 ends at now, frozen or not)
 }
 
 // rePause moves the end of t's checkpoint write in progress at now to

@@ -96,3 +96,31 @@ tenants:
 	s.AdvanceTo(s.start.Add(until))
 	return s
 }
+
+// TestThawedAfterBounds: a write's end under a pause is never before the
+// write starts (a write of 0 in a frozen part ends where it starts), a
+// longer write never ends before a shorter one, and a duty so near 1 that
+// the end passes int64's time saturates rather than wrapping to an
+// earlier one.
+func TestThawedAfterBounds(t *testing.T) {
+	const s = int64(time.Second)
+	frozen := &tenant{duty: 0.5, pulseBase: 0}
+	for _, c := range []struct {
+		name        string
+		t           *tenant
+		now, d, d2  int64 // d2 > d: its end no earlier
+		wantAtLeast int64
+	}{
+		{"nothing to write, frozen", frozen, 10*s + 1, 0, 1, 10*s + 1},
+		{"nothing to write, thawed", frozen, 10*s + int64(PausePeriod)*3/4, 0, 1, 10*s + int64(PausePeriod)*3/4},
+		{"duty near 1, long writes", &tenant{duty: 0.999999999, pulseBase: 0}, 10 * s, 10 * s, 40 * s, 10 * s},
+		{"duty near 1, later base", &tenant{duty: 0.999999999, pulseBase: 3 * s}, 10 * s, 20 * s, 4000 * s, 10 * s},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e1, e2 := c.t.thawedAfter(c.now, c.d), c.t.thawedAfter(c.now, c.d2)
+			if e1 < c.wantAtLeast || e2 < e1 {
+				t.Errorf("writes of %d and %d ns from %d end at %d and %d, want no earlier than %d and in order", c.d, c.d2, c.now, e1, e2, c.wantAtLeast)
+			}
+		})
+	}
+}
