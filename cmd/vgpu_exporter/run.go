@@ -246,7 +246,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		MaxRequests: cfg.MaxRequests,
 		Logger:      s.logger,
 		Ready:       s.Ready,
-		Reload:      s.Reload,
+		Reload:      func() error { return s.ReloadAsked("http") },
 		Version:     s.Version,
 		Subscribe:   s.Subscribe,
 		TunerPage:   webui.NewTunerPage(s.Snapshot, s.tunerStatus, tunerPageInfoOf(cfg), log.With(s.logger, "component", "web")),
