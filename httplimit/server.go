@@ -1,6 +1,6 @@
 // Package httplimit bounds what HTTP clients can hold of the exporter:
-// the server's timeouts and its connection limit (idle connections closed
-// first), no wait for a request body (none past the header timeout where
+// the servers' timeouts, a server per listener (Group), and their
+// connection limit (idle connections closed first), no wait for a request body (none past the header timeout where
 // a handler wrapped around the server's answers), its own error log
 // rate-limited (a client's failed TLS handshake at debug level), and the
 // limit on requests in flight with its rate-limited log.
@@ -48,6 +48,16 @@ const maxHeaderBytes = 64 << 10
 // errors (accept errors, TLS handshakes) through logger, rate-limited; a
 // TLS handshake the client failed is logged at debug level (serverErrorLog).
 func NewServer(h http.Handler, lim Limits, logger log.Logger) *http.Server {
+	var conns *connLimiter
+	if lim.MaxConnections > 0 {
+		conns = newConnLimiter(lim.MaxConnections, logger)
+	}
+	return newServer(h, lim, newServerErrorLog(logger), conns)
+}
+
+// newServer is NewServer with the error log and the connection limiter
+// (nil: no limit) given, so that servers can share them (Group).
+func newServer(h http.Handler, lim Limits, errLog *serverErrorLog, conns *connLimiter) *http.Server {
 	srv := &http.Server{
 		Handler:           noBody(h),
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
@@ -59,10 +69,10 @@ func NewServer(h http.Handler, lim Limits, logger log.Logger) *http.Server {
 		IdleTimeout:    lim.IdleTimeout,
 		WriteTimeout:   writeTimeout,
 		MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog:       stdlog.New(newServerErrorLog(logger), "", 0),
+		ErrorLog:       stdlog.New(errLog, "", 0),
 	}
-	if lim.MaxConnections > 0 {
-		srv.ConnState = newConnLimiter(lim.MaxConnections, logger).track
+	if conns != nil {
+		srv.ConnState = conns.track
 	}
 	return srv
 }

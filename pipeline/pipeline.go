@@ -27,6 +27,13 @@ type Builder interface {
 	Reload(path string) error
 }
 
+// QuietReloader is a Builder whose reload can leave its success unlogged
+// (tenant.Builder): a reload whose lines are held back (ReloadAsked) is
+// made through it.
+type QuietReloader interface {
+	ReloadQuietly(path string) error
+}
+
 // Starter is implemented by builders with background work (latency
 // sources, the kubelet mapping): Start launches it and returns, the work
 // runs until ctx is done, and Wait blocks until it has all returned.
@@ -38,8 +45,9 @@ type Starter interface {
 // tenant.Builder must keep satisfying both interfaces: Start finds its
 // background work by a type assertion, which would otherwise fail silently.
 var (
-	_ Builder = (*tenant.Builder)(nil)
-	_ Starter = (*tenant.Builder)(nil)
+	_ Builder       = (*tenant.Builder)(nil)
+	_ Starter       = (*tenant.Builder)(nil)
+	_ QuietReloader = (*tenant.Builder)(nil)
 )
 
 // ErrNothingToReload is what a reload returns when the tenants
@@ -55,8 +63,11 @@ type Pipeline struct {
 	// configuration is built in (or absent) and a reload has nothing to read.
 	tenantsFile string
 	// also are the files each reload rereads before the tenants file.
-	also     []alsoReload
-	logger   log.Logger
+	also   []alsoReload
+	logger log.Logger
+	clock  gpu.Clock
+	// asked bounds the lines of reloads asked for by clients (ReloadAsked).
+	asked    askedLog
 	store    tenant.Store
 	ready    atomic.Bool
 	reloadMu sync.Mutex
@@ -81,7 +92,10 @@ type patchedSnapshot struct{ base, snap *tenant.Snapshot }
 // New connects src to b through a sampler on clock every interval;
 // tenantsFile is what a reload rereads ("" for nothing).
 func New(src gpu.Source, b Builder, tenantsFile string, clock gpu.Clock, interval time.Duration, logger log.Logger) *Pipeline {
-	p := &Pipeline{builder: b, tenantsFile: tenantsFile, logger: logger}
+	if clock == nil {
+		clock = gpu.RealClock{}
+	}
+	p := &Pipeline{builder: b, tenantsFile: tenantsFile, logger: logger, clock: clock, asked: newAskedLog()}
 	p.sampler = gpu.NewSampler(src, clock, interval, log.With(logger, "component", "sampler"))
 	p.sampler.Subscribe(func(r *gpu.Readings) {
 		p.store.Store(p.builder.Build(r, p.sampler.Stats()))
@@ -180,7 +194,10 @@ func (p *Pipeline) AlsoReload(name string, r Reloader, logger log.Logger) {
 // reload that began after it asked (one begun before may have read a file
 // before it changed), and a burst of requests costs two reads of the
 // files, not one each.
-func (p *Pipeline) Reload() error {
+func (p *Pipeline) Reload() error { return p.reload(false) }
+
+// reload is Reload, logging no file's success when quiet.
+func (p *Pipeline) reload(quiet bool) error {
 	if p.tenantsFile == "" && len(p.also) == 0 {
 		return ErrNothingToReload
 	}
@@ -191,25 +208,32 @@ func (p *Pipeline) Reload() error {
 		return p.reloadErr // began after this call asked, and is done
 	}
 	p.reloadsStarted.Add(1)
-	p.reloadErr = p.reloadFiles()
+	p.reloadErr = p.reloadFiles(quiet)
 	p.reloadsDone = p.reloadsStarted.Load()
 	return p.reloadErr
 }
 
-// reloadFiles rereads each file once; called with reloadMu held.
-func (p *Pipeline) reloadFiles() error {
+// reloadFiles rereads each file once, logging the success of each unless
+// quiet; called with reloadMu held.
+func (p *Pipeline) reloadFiles(quiet bool) error {
 	var errs []error
 	for _, a := range p.also {
 		if err := a.r.Reload(); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		level.Info(a.logger).Log("msg", a.name+" reloaded")
+		if !quiet {
+			level.Info(a.logger).Log("msg", a.name+" reloaded")
+		}
 	}
 	if p.tenantsFile != "" {
 		// The builder refuses (and counts) a FIFO, a device or a huge file
 		// swapped in for the tenants file, and one that defines no tenants.
-		errs = append(errs, p.builder.Reload(p.tenantsFile))
+		if q, ok := p.builder.(QuietReloader); ok && quiet {
+			errs = append(errs, q.ReloadQuietly(p.tenantsFile))
+		} else {
+			errs = append(errs, p.builder.Reload(p.tenantsFile))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -249,13 +273,16 @@ func (p *Pipeline) ReloadOnSignal(ctx context.Context, hup <-chan os.Signal) {
 // LogReload logs the outcome err of a reload asked for by source (SIGHUP,
 // http): one line, the same for every source but its name, holding the
 // problem of each file that failed, each naming the file.
-func LogReload(logger log.Logger, source string, err error) {
+func LogReload(logger log.Logger, source string, err error) { logReload(logger, source, err) }
+
+// logReload is LogReload, the line ending with kv.
+func logReload(logger log.Logger, source string, err error, kv ...any) {
 	switch {
 	case errors.Is(err, ErrNothingToReload):
-		level.Info(logger).Log("msg", "reload ignored", "source", source, "reason", err)
+		level.Info(logger).Log(append([]any{"msg", "reload ignored", "source", source, "reason", err}, kv...)...)
 	case err != nil:
-		level.Error(logger).Log("msg", "reload failed, the files named keep their previous configuration unless their error says otherwise", "source", source, "err", err)
+		level.Error(logger).Log(append([]any{"msg", "reload failed, the files named keep their previous configuration unless their error says otherwise", "source", source, "err", err}, kv...)...)
 	default:
-		level.Info(logger).Log("msg", "reloaded the configuration", "source", source)
+		level.Info(logger).Log(append([]any{"msg", "reloaded the configuration", "source", source}, kv...)...)
 	}
 }

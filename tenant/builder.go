@@ -237,7 +237,13 @@ func (b *Builder) installLocked(cfg *Config) {
 // use; the failure is counted and reported in Snapshot.Config, and the error,
 // its problems as "file:line: problem" lines, is for the caller to log (the
 // pipeline logs it once, in the reload's outcome): Reload logs only a success.
-func (b *Builder) Reload(path string) error {
+func (b *Builder) Reload(path string) error { return b.reload(path, false) }
+
+// ReloadQuietly is Reload logging nothing, its success included: for a
+// reload whose lines are held back (pipeline.ReloadAsked).
+func (b *Builder) ReloadQuietly(path string) error { return b.reload(path, true) }
+
+func (b *Builder) reload(path string, quiet bool) error {
 	if path == "" {
 		path = b.Config().File
 	}
@@ -273,6 +279,9 @@ func (b *Builder) Reload(path string) error {
 	b.cfgStatus.File = path
 	b.cfgStatus.LastReloadSuccessful = true
 	b.cfgStatus.LastReloadSuccessTime = b.clock.Now()
+	if quiet {
+		return nil
+	}
 	level.Info(b.logger).Log("msg", "tenants file reloaded", "file", path, "tenants", len(cfg.Tenants), "prices", b.cfg.Load().prices)
 	return nil
 }

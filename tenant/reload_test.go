@@ -97,6 +97,27 @@ func TestReloadRefusesHostileFiles(t *testing.T) {
 	}
 }
 
+// A reload made quietly (one whose lines the pipeline holds back: a
+// client asking for reloads faster than they are logged) installs the
+// file and counts the reload as Reload does, logging nothing.
+func TestReloadQuietlyInstallsWithoutLogging(t *testing.T) {
+	logs := &testutil.SyncBuffer{}
+	b, file := fileBuilder(t, "tenants:\n  - name: a\n    selectors: [{uid: 1}]\n", BuilderOptions{Logger: log.NewLogfmtLogger(logs)})
+	if err := os.WriteFile(file, []byte("tenants:\n  - name: b\n    selectors: [{uid: 2}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ReloadQuietly(file); err != nil {
+		t.Fatal(err)
+	}
+	s := b.Build(nil, gpu.SamplerStats{})
+	if ts := b.Config().Tenants; len(ts) != 1 || ts[0].Name != "b" || s.Config.ReloadsTotal != 1 || !s.Config.LastReloadSuccessful {
+		t.Errorf("after a quiet reload: tenants %+v, status %+v, want b installed and the reload counted", ts, s.Config)
+	}
+	if logs.String() != "" {
+		t.Errorf("a quiet reload logged:\n%s", logs)
+	}
+}
+
 // TestLatencySourceLimits: max_bytes has a ceiling and follow_redirects
 // takes one of three policies; errors name file:line.
 func TestLatencySourceLimits(t *testing.T) {

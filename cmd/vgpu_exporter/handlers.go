@@ -40,7 +40,9 @@ type handlerOptions struct {
 	Logger      log.Logger
 	// Ready reports whether a first snapshot has been published.
 	Ready func() bool
-	// Reload rereads the web configuration and the tenants file;
+	// Reload rereads the web configuration and the tenants file and logs
+	// the outcome, bounded (pipeline.ReloadAsked: a client may ask for
+	// reloads as fast as it can send requests);
 	// pipeline.ErrNothingToReload when there is neither.
 	Reload func() error
 	// Version returns a comparable value that changes whenever the
@@ -162,8 +164,7 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 			http.Error(w, "Reload is not available.", http.StatusInternalServerError)
 			return
 		}
-		err := o.Reload()
-		pipeline.LogReload(o.Logger, "http", err) // (as a SIGHUP's)
+		err := o.Reload() // logged as a SIGHUP's, bounded
 		if errors.Is(err, pipeline.ErrNothingToReload) {
 			fmt.Fprintf(w, "Nothing reloaded: %v.\n", err)
 			return

@@ -58,11 +58,16 @@ func extend(bound time.Duration) string {
 // notifyStarting tells systemd how long the start may take (startBound).
 func notifyStarting(logger log.Logger, c *config) { sdNotify(logger, extend(startBound(c))) }
 
-// notifyReadyOnServe makes server tell systemd it is ready once it
-// accepts on its first listener (http.Server calls BaseContext as each
-// Serve begins, the listener open and the web configuration applied).
-func notifyReadyOnServe(server *http.Server, logger log.Logger) {
+// notifyReadyOnServe returns what makes the servers it is called with
+// tell systemd, once, that the exporter is ready, as the first of them
+// accepts on its listener (http.Server calls BaseContext as each Serve
+// begins, the listener open and the web configuration applied).
+func notifyReadyOnServe(logger log.Logger) func(*http.Server) {
 	var once sync.Once
+	return func(server *http.Server) { notifyOnceOnServe(server, &once, logger) }
+}
+
+func notifyOnceOnServe(server *http.Server, once *sync.Once, logger log.Logger) {
 	base := server.BaseContext
 	server.BaseContext = func(l net.Listener) context.Context {
 		once.Do(func() { sdNotify(logger, daemon.SdNotifyReady) })

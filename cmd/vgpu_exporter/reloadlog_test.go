@@ -18,6 +18,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
+	"github.com/vgpu-exporter/vgpu_exporter/pipeline"
 	"github.com/vgpu-exporter/vgpu_exporter/webconf"
 )
 
@@ -238,6 +239,64 @@ func TestWebInvalidLoggedByMode(t *testing.T) {
 		msg := webFailedMsg(c.inMemory, errors.New("web.yml: yaml: line 2: did not find expected node content"))
 		if !strings.Contains(msg, c.want) || strings.Contains(msg, c.not) {
 			t.Errorf("in memory %v: %q, want it to say %q and not %q", c.inMemory, msg, c.want, c.not)
+		}
+	}
+}
+
+// POST /-/reload, which needs no authentication without a web
+// configuration, cannot flood the log: 1000 requests write the first
+// reload's line, the next line, an interval on, counts those not logged,
+// and a failure after successes is logged at once (before, each request
+// wrote a line: 1000 lines).
+func TestReloadFloodOverHTTPLogBounded(t *testing.T) {
+	addr := freeAddr(t)
+	cfg := testConfig(t, "--web.listen-address="+addr, "--sample.interval=1h")
+	b := &fakeBuilder{}
+	logs := &testutil.SyncBuffer{}
+	clock := gpu.NewManualClock(time.Unix(1e9, 0))
+	svc := newService(&fakeSource{}, b, "/etc/tenants.yaml", clock, time.Hour, log.NewLogfmtLogger(logs))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.serve(ctx, cfg, newFakeCollectorFor, make(chan os.Signal)) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	base := "http://" + addr
+	waitUntil(t, "the server to answer", func() bool { c, _ := httpGet(base + "/-/healthy"); return c == 200 })
+	for _, step := range []struct {
+		name    string
+		advance time.Duration
+		bad     bool
+		posts   int
+		code    int
+		want    string // the one line the posts write; "": none
+	}{
+		{name: "a flood", posts: 1000, code: 200, want: `level=info msg="reloaded the configuration" source=http`},
+		{name: "an interval on", advance: pipeline.AskedLogEvery, posts: 1, code: 200, want: `level=info msg="reloaded the configuration" source=http not_logged=999`},
+		{name: "more within it", posts: 10, code: 200},
+		{name: "a failure after successes", bad: true, posts: 1, code: 500, want: `level=error msg="reload failed, the files named keep their previous configuration unless their error says otherwise" source=http err="/etc/tenants.yaml:1: bad" not_logged=10`},
+	} {
+		clock.Advance(step.advance)
+		b.mu.Lock()
+		b.bad = step.bad
+		b.mu.Unlock()
+		before := len(logs.String())
+		for range step.posts {
+			resp, err := http.Post(base+"/-/reload", "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != step.code {
+				t.Fatalf("%s: POST /-/reload: %d, want %d", step.name, resp.StatusCode, step.code)
+			}
+		}
+		got := logs.String()[before:]
+		if n := strings.Count(got, "\n"); (step.want == "" && n != 0) || (step.want != "" && (n != 1 || !strings.Contains(got, step.want))) {
+			t.Errorf("%s: %d POST /-/reload logged %d lines:\n%s\nwant %q", step.name, step.posts, n, got, step.want)
 		}
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/version"
-	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/vgpu-exporter/vgpu_exporter/collector"
 	"github.com/vgpu-exporter/vgpu_exporter/exposition"
@@ -246,7 +245,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		MaxRequests: cfg.MaxRequests,
 		Logger:      s.logger,
 		Ready:       s.Ready,
-		Reload:      s.Reload,
+		Reload:      func() error { return s.ReloadAsked("http") },
 		Version:     s.Version,
 		Subscribe:   s.Subscribe,
 		TunerPage:   webui.NewTunerPage(s.Snapshot, s.tunerStatus, tunerPageInfoOf(cfg), log.With(s.logger, "component", "web")),
@@ -277,11 +276,13 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		wg.Go(func() { s.watchWeb(ctx, ticks) })
 	}
 
-	server := httplimit.NewServer(h, httplimit.FitOpenFiles(cfg.httpLimits(), s.logger), log.With(s.logger, "component", "web"))
-	notifyReadyOnServe(server, s.logger)
+	// A server per listener: exporter-toolkit wraps a server's handler in
+	// the web configuration as it serves a listener (httplimit.Group).
+	servers := httplimit.NewGroup(h, httplimit.FitOpenFiles(cfg.httpLimits(), s.logger), log.With(s.logger, "component", "web"))
+	servers.Prepare = notifyReadyOnServe(s.logger)
 	s.logServing(cfg)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- web.ListenAndServe(server, &flags, slogger) }()
+	go func() { serveErr <- servers.ListenAndServe(&flags, slogger) }()
 
 	var result error
 	select {
@@ -312,7 +313,7 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	go func() {
 		defer close(stopped)
 		sctx, scancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
-		if err := server.Shutdown(sctx); err != nil {
+		if err := servers.Shutdown(sctx); err != nil {
 			level.Warn(s.logger).Log("msg", "HTTP shutdown", "err", err)
 		}
 		scancel()

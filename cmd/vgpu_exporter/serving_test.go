@@ -4,14 +4,17 @@ import (
 	"context"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/webconf"
 )
 
 // The serving line names the URLs a user can open: https where the web
@@ -81,5 +84,64 @@ func TestServeErrorNamesThePlace(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With two --web.listen-address and a --web.config.file, each listener
+// has a server of its own: the web configuration is applied once per
+// request (its rate limit, 2 requests a listener, lets 2 through on each
+// and refuses the third), both serve with basic auth, and the shutdown
+// closes both (before, the one server's handler was wrapped, concurrently,
+// once per listener: a data race, and each request passed the
+// configuration twice, so the second listener's first request met 429).
+func TestTwoListenersWebConfigOncePerRequest(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	webCfg := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  prom: "+string(hash)+"\nrate_limit:\n  burst: 2\n  interval: 1h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	cfg := testConfig(t, "--web.listen-address="+addrs[0], "--web.listen-address="+addrs[1], "--web.config.file="+webCfg, "--sample.interval=1h")
+	svc := newService(&fakeSource{}, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewNopLogger())
+	if svc.web, err = webconf.Open(webCfg, maxWebConfigBytes, nil); err != nil { // as start does
+		t.Fatal(err)
+	}
+	svc.webChecks = make(chan time.Time)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- svc.serve(ctx, cfg, newFakeCollectorFor, make(chan os.Signal, 1)) }()
+	for _, addr := range addrs {
+		// Dialled, not asked: a request would use up the rate limit.
+		waitUntil(t, "a listener on "+addr, func() bool {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+	}
+	for _, addr := range addrs {
+		for i, want := range []int{200, 200} {
+			if code, body := getBody(t, "http://"+addr+"/-/healthy", "prom", "s3cret"); code != want {
+				t.Errorf("%s: request %d: %d %q, want %d: the web configuration's rate limit (2 a listener) met more than once per request", addr, i+1, code, body, want)
+			}
+		}
+	}
+	if code, _ := getBody(t, "http://"+addrs[0]+"/-/healthy", "prom", "s3cret"); code != 429 {
+		t.Errorf("a third request on %s: %d, want 429 (the rate limit applied)", addrs[0], code)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range addrs {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			t.Errorf("%s still accepts connections after the shutdown", addr)
+		}
 	}
 }

@@ -36,3 +36,9 @@ func (l *Log) NoteAt(now time.Time) (held int64, ok bool) {
 	}
 	return l.held.Swap(0), true
 }
+
+// Take returns the number of events held back since the last line and
+// starts counting again from 0: for a line written all the same for an
+// event the limiter held back (one that must be seen), which that number
+// counts.
+func (l *Log) Take() int64 { return l.held.Swap(0) }
