@@ -6,7 +6,6 @@ import (
 	"io"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/sim/report"
@@ -20,7 +19,9 @@ func parseTableFlags(o *table.Options, seeds, policies, duration string) error {
 	if o.Seeds, err = simrun.ParseSeedRange(seeds); err != nil {
 		return err
 	}
-	o.Policies = strings.Split(policies, ",")
+	if o.Policies, err = table.ParsePolicies(policies); err != nil {
+		return err
+	}
 	if duration != "" {
 		if o.Run.Duration, err = time.ParseDuration(duration); err != nil || o.Run.Duration < 0 {
 			return fmt.Errorf("--duration %q: want a duration such as 90s, 10m or 1h", duration)
