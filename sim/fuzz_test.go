@@ -13,6 +13,35 @@ import (
 // FuzzParseScenario: any input either fails with a file:line error or
 // yields a scenario that runs without panicking.
 func FuzzParseScenario(f *testing.F) {
+	addScenarioSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sc, err := ParseScenario("fuzz.yaml", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		for _, ts := range sc.Tenants {
+			if key, _ := unreadArrival(&ts.Workload.Arrival, func(string) bool { return false }); key != "" {
+				t.Fatalf("tenant %s: arrival.%s loaded, which process %q does not read", ts.Name, key, ts.Workload.Arrival.Process)
+			}
+		}
+		s, err := New(sc, Options{})
+		if err != nil {
+			t.Fatalf("parsed scenario rejected by New: %v", err)
+		}
+		s.AdvanceTo(s.Now().Add(50 * time.Millisecond))
+		if _, err := s.Sample(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s.Window()
+	})
+}
+
+// addScenarioSeeds adds the seed corpus of the scenario fuzz tests: the
+// scenarios under scenarios, and forms of the keys they leave out.
+func addScenarioSeeds(f *testing.F) {
 	files, err := filepath.Glob(filepath.Join(scenarioDir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		f.Fatalf("no scenarios in %s: %v", scenarioDir, err)
@@ -41,29 +70,6 @@ func FuzzParseScenario(f *testing.F) {
 	for _, g := range []string{"{model: H100-SXM5-80GB, sharing: mps, timeslice: long}", "{model: H100-SXM5-80GB, vgpu: {policy: fixed-share}}", "{model: H100-SXM5-80GB, sharing: vgpu, timeslice: short, vgpu: {policy: equal-share}}", "{model: H100-SXM5-80GB, sharing: mps, mps: {default_active_threads: 0}}"} {
 		f.Add([]byte("gpus: [" + g + "]\ntenants:\n  - {name: a, workload: {type: training, flops: 1e12}}\n"))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		sc, err := ParseScenario("fuzz.yaml", data)
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
-				t.Fatalf("error does not name the file: %v", err)
-			}
-			return
-		}
-		for _, ts := range sc.Tenants {
-			if key, _ := unreadArrival(&ts.Workload.Arrival, func(string) bool { return false }); key != "" {
-				t.Fatalf("tenant %s: arrival.%s loaded, which process %q does not read", ts.Name, key, ts.Workload.Arrival.Process)
-			}
-		}
-		s, err := New(sc, Options{})
-		if err != nil {
-			t.Fatalf("parsed scenario rejected by New: %v", err)
-		}
-		s.AdvanceTo(s.Now().Add(50 * time.Millisecond))
-		if _, err := s.Sample(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		s.Window()
-	})
 }
 
 // FuzzParseTrace: any CSV either fails with a file:line error or yields a

@@ -26,8 +26,8 @@ import (
 // first values (Leftovers).
 //
 // While the file named by the path plus ".hang" exists, a client restart
-// waits for the duration it holds (or for its context): a hung restart
-// hook, for fault injection.
+// waits for the duration it holds (or for its context), and fails where it
+// holds no duration: a hung restart hook, for fault injection.
 type Persistent struct {
 	*Simulator
 	path string
@@ -315,8 +315,9 @@ const maxHangBytes = 1 << 10
 
 // RestartClient restarts a client, after the hang the ".hang" file asks
 // for, if any. A ".hang" that is no regular file of at most maxHangBytes
-// (a FIFO, whose read would block for good, whatever ctx) fails the
-// restart, naming it.
+// (a FIFO, whose read would block for good, whatever ctx), or that holds
+// no duration of 0 or more, fails the restart, naming it: garbage there
+// held the restart an hour, saying nothing.
 func (p *Persistent) RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error {
 	b, err := fileread.Regular(p.path+".hang", maxHangBytes)
 	switch {
@@ -324,9 +325,10 @@ func (p *Persistent) RestartClient(ctx context.Context, uuid string, pid uint32,
 	case err != nil:
 		return fmt.Errorf("sim hang file: %w", err)
 	default:
-		d, err := time.ParseDuration(strings.TrimSpace(string(b)))
-		if err != nil {
-			d = time.Hour
+		v := strings.TrimSpace(string(b))
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("sim hang file %s: %q is not a duration such as 2s or 500ms (how long a client restart hangs)", p.path+".hang", v)
 		}
 		after := time.After
 		if p.clock != nil {

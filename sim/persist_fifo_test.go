@@ -152,3 +152,30 @@ func TestRestartClientHangKeepsToContext(t *testing.T) {
 		t.Errorf("RestartClient held by .hang: %v, want its context's deadline", err)
 	}
 }
+
+// TestRestartClientRefusesBadHang: a ".hang" file that holds no duration
+// (garbage, an empty file, a negative duration) fails the restart at once,
+// naming the file and what it holds; it held the restart an hour,
+// silently. The restart's context is ended already, so that the wait the
+// old code made returns at once, with the context's error.
+func TestRestartClientRefusesBadHang(t *testing.T) {
+	for _, tc := range []struct{ name, content, want string }{
+		{"garbage", "soon\n", `"soon" is not a duration such as 2s`},
+		{"empty", "", `"" is not a duration such as 2s`},
+		{"negative", "-5s", `"-5s" is not a duration such as 2s`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, path := persistent(t)
+			hang := path + ".hang"
+			if err := os.WriteFile(hang, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			err := p.RestartClient(ctx, p.sc.GPUs[0].UUID, 1, "a")
+			if err == nil || !strings.Contains(err.Error(), hang) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("RestartClient with %q in %s: %v, want an error naming it and %q", tc.content, hang, err, tc.want)
+			}
+		})
+	}
+}

@@ -321,6 +321,14 @@ func LoadScenarioFS(fsys fs.FS, name string) (*Scenario, error) {
 // separately, as streams).
 const MaxScenarioBytes = 4 << 20
 
+// Limits on YAML aliases (*name), which let a small file repeat a subtree
+// any number of times (docs/simulator.md, Limits): the references a
+// decoder follows, and the nodes it repeats through them.
+const (
+	maxAliases      = 1000
+	maxAliasedNodes = 100_000
+)
+
 // MaxDuration is the longest a scenario's duration may be (docs/simulator.md,
 // Limits), and a run's that replaces it: the run's time grows with it.
 const MaxDuration = maxDuration
@@ -362,6 +370,12 @@ func parseScenario(file string, data []byte, path string, fsys fs.FS) (*Scenario
 	}
 	if root.Kind == 0 {
 		return nil, fmt.Errorf("%s:1: empty scenario", file)
+	}
+	// refused before decoding, which would repeat each alias's subtree
+	aliases := &yamlconf.Errors{File: file}
+	yamlconf.LimitAliases(aliases, &root, maxAliases, maxAliasedNodes)
+	if err := aliases.Err(); err != nil {
+		return nil, err
 	}
 	var doc fileScenario
 	dec := yaml.NewDecoder(bytes.NewReader(data))

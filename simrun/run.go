@@ -317,6 +317,16 @@ func (c Config) Check() error {
 	return err
 }
 
+// SeriesRows is the rows of the run's series, steps x (tenants + GPUs):
+// each a line of its files in --out. Its error is Check's.
+func (c Config) SeriesRows() (int64, error) {
+	p, err := c.prepare()
+	if err != nil {
+		return 0, err
+	}
+	return p.steps * int64(len(p.sc.Tenants)+len(p.sc.GPUs)), nil
+}
+
 // Run runs the scenario in virtual time: every step it advances the
 // simulator, samples it, builds a snapshot, lets the policy act and
 // records the window's ground truth.

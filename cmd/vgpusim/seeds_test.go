@@ -1,6 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -77,5 +83,41 @@ func TestTablesCommand(t *testing.T) {
 		if code, _, stderr := vgpusim(t, false, tc.args...); code != 1 || !strings.HasPrefix(stderr, "vgpusim: error: ") {
 			t.Errorf("%v: exit %d, stderr %q", tc.args, code, stderr)
 		}
+	}
+}
+
+// TestSeedsOutBounded: a --seeds run with --out whose files would come
+// to more than 32 GiB by the estimate is refused before its first run,
+// naming --seeds, --out and the estimate, and leaves no directory; --seeds
+// 1000 of two days of noisy-neighbour started writing about 50 GB. The
+// context is ended already, so that a run that starts stops at once
+// ("interrupted: seed 1: ..."); it adds "interrupted: " to the refusal
+// too, which is left out here.
+func TestSeedsOutBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"csv", []string{"--seeds", "1000"}, "--seeds (1000 runs) with --out OUT: an estimated 48.5 GiB of files (each run 518400 rows, about 100 bytes a row in csv), more than the 32 GiB a --seeds run writes; give fewer seeds or a shorter --duration, or leave --out out"},
+		{"json", []string{"--seeds", "300", "--format", "json"}, "--seeds (300 runs) with --out OUT: an estimated 36.3 GiB of files (each run 518400 rows, about 250 bytes a row in json)"},
+		{"csv within the bound", []string{"--seeds", "300"}, "seed 1: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"run", "--scenario", "noisy-neighbour", "--duration", "48h", "--out", out}, tc.args...)
+			code := run(ctx, args, &stdout, &stderr, false)
+			got := strings.Replace(stderr.String(), "interrupted: ", "", 1)
+			want := "vgpusim: error: " + strings.ReplaceAll(tc.want, "OUT", out)
+			if code != 1 || !strings.HasPrefix(got, want) {
+				t.Errorf("exit %d, stderr %q; want it to start %q", code, stderr.String(), want)
+			}
+			if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("--out %s left behind: %v", out, err)
+			}
+		})
 	}
 }

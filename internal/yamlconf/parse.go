@@ -262,21 +262,50 @@ func blankLine(lines [][]byte, i int) {
 	}
 }
 
+// LimitAliases adds a problem to errs where the document at root makes a
+// decoder follow more than maxAliases alias references (*name), or repeat
+// through them more than maxNodes nodes in all, at the line of the alias
+// past the limit; it reads nothing past the first problem. A parser that
+// refuses the file on it keeps a small file (or one near its size limit,
+// whose big subtree a few aliases repeat) from costing much to decode.
+func LimitAliases(errs *Errors, root *yaml.Node, maxAliases, maxNodes int) {
+	b := &aliasBudget{errs: errs, max: maxAliases, maxNodes: maxNodes, stop: true, open: map[*yaml.Node]bool{}}
+	b.walk(root)
+}
+
 type aliasBudget struct {
 	errs *Errors
 	max  int                 // alias references allowed
 	seen int                 // alias references followed
 	open map[*yaml.Node]bool // nodes being walked: an alias to one is a cycle
+	// maxNodes, when not 0, bounds the nodes walked through aliases, and
+	// outer is the outermost alias being walked; stop ends the walk at the
+	// first problem (LimitAliases), where Parse reads the aliases past
+	// the budget as null.
+	maxNodes, nodes int
+	outer           *yaml.Node
+	stop, stopped   bool
 }
 
 func (b *aliasBudget) walk(n *yaml.Node) {
-	if n == nil || b.open[n] {
+	if n == nil || b.open[n] || b.stopped {
 		return
+	}
+	if b.outer != nil && b.maxNodes > 0 {
+		if b.nodes++; b.nodes > b.maxNodes {
+			b.errs.Addf(b.outer.Line, "alias references (*%s) repeat more than %d nodes; the file repeats itself too much", b.outer.Value, b.maxNodes)
+			b.stopped = true
+			return
+		}
 	}
 	if n.Kind == yaml.AliasNode {
 		if b.seen++; b.seen > b.max {
 			if b.seen == b.max+1 {
 				b.errs.Addf(n.Line, "more than %d alias references (*%s); the file repeats itself too much", b.max, n.Value)
+			}
+			if b.stop {
+				b.stopped = true
+				return
 			}
 			*n = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: n.Column}
 			return
@@ -284,7 +313,14 @@ func (b *aliasBudget) walk(n *yaml.Node) {
 	}
 	b.open[n] = true
 	if n.Kind == yaml.AliasNode {
+		outer := b.outer == nil
+		if outer {
+			b.outer = n
+		}
 		b.walk(n.Alias)
+		if outer {
+			b.outer = nil
+		}
 	}
 	for _, c := range n.Content {
 		b.walk(c)

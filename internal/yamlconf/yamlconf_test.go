@@ -403,3 +403,30 @@ func TestPlainTypeError(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitAliases: LimitAliases names the line of the alias past either
+// budget, references or the nodes they repeat, and stops there; an alias
+// cycle is followed once.
+func TestLimitAliases(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"within budget", "a: &a [x, y]\nb: *a\nc: *a\n", ""},
+		{"references", "a: &a [x]\nb: [*a, *a, *a]\nc: [*a, *a]\n", "f:3: more than 4 alias references (*a); the file repeats itself too much"},
+		{"nodes", "a: &a [w, x, y, z]\nb: *a\nc: *a\n", "f:3: alias references (*a) repeat more than 8 nodes; the file repeats itself too much"},
+		{"cycle", "x: &a [*a]\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var root yaml.Node
+			if err := yaml.Unmarshal([]byte(tc.in), &root); err != nil {
+				t.Fatal(err)
+			}
+			errs := &Errors{File: "f"}
+			LimitAliases(errs, &root, 4, 8)
+			err := errs.Err()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -105,6 +106,10 @@ func WriteSeedStats(w io.Writer, policy string, sums []report.Summary, rates []s
 		mean.add(r.Mean)
 		most.add(r.Max)
 	}
-	_, err := fmt.Fprintf(w, "\nSLOs met: %s; SLOs held in %s %% of the GPU-minutes; energy: %s kJ\nchanges applied per minute per GPU: %s (busiest GPU: %s)\n", met, held, energy, mean, most)
+	slos := fmt.Sprintf("SLOs met: %s; SLOs held in %s %% of the GPU-minutes", met, held)
+	if !slices.ContainsFunc(sums, func(s report.Summary) bool { return s.SLOsHeld > 0 }) {
+		slos = "SLOs: no tenant has one, none to meet or hold"
+	}
+	_, err := fmt.Fprintf(w, "\n%s; energy: %s kJ\nchanges applied per minute per GPU: %s (busiest GPU: %s)\n", slos, energy, mean, most)
 	return err
 }

@@ -39,3 +39,24 @@ func TestSeedStatsUnservedTenant(t *testing.T) {
 		t.Errorf("no %q in:\n%s", want, b.String())
 	}
 }
+
+// The seeds' line on SLOs says there is none where no run has a tenant
+// with an SLO: it read "SLOs met: 0 ± 0; SLOs held in 0 ± 0 %".
+func TestSeedStatsNoSLO(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sums []report.Summary
+		want string
+	}{
+		{"none", []report.Summary{{}, {}}, "\nSLOs: no tenant has one, none to meet or hold; energy: 0 ± 0 kJ\n"},
+		{"one", []report.Summary{{SLOsHeld: 1, SLOsMet: 1, HeldFraction: 1}, {SLOsHeld: 1, HeldFraction: 0.5}}, "\nSLOs met: 0.5 ± 0.707; SLOs held in 75 ± 35.4 % of the GPU-minutes; energy: 0 ± 0 kJ\n"},
+	} {
+		var b strings.Builder
+		if err := WriteSeedStats(&b, "autotune", tc.sums, []simrun.ChangeRate{{}, {}}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%s: no %q in:\n%s", tc.name, tc.want, b.String())
+		}
+	}
+}

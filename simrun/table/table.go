@@ -58,13 +58,8 @@ func Write(ctx context.Context, w io.Writer, o Options) error {
 	if !o.Policy && !o.Slack {
 		return errors.New("--no-policy-table without --slack leaves no table to print")
 	}
-	for i, p := range o.Policies {
-		if err := simrun.UnknownPolicy(p); err != nil {
-			return fmt.Errorf("--policies: %w", err)
-		}
-		if slices.Contains(o.Policies[:i], p) {
-			return fmt.Errorf("--policies: %s twice (its rows would be the same runs twice)", p)
-		}
+	if err := checkPolicies(o.Policies); err != nil {
+		return fmt.Errorf("--policies: %w", err)
 	}
 	var files []string
 	seen := map[string]bool{}
@@ -137,6 +132,36 @@ func Write(ctx context.Context, w io.Writer, o Options) error {
 	for _, l := range out {
 		if _, err := fmt.Fprintln(w, l); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// ParsePolicies parses --policies: a comma-separated list of known
+// policies, each once, spaces around a name left out.
+func ParsePolicies(v string) ([]string, error) {
+	list := strings.Split(v, ",")
+	for i := range list {
+		list[i] = strings.TrimSpace(list[i])
+	}
+	if err := checkPolicies(list); err != nil {
+		return nil, fmt.Errorf("--policies %q: %w", v, err)
+	}
+	return list, nil
+}
+
+// checkPolicies returns an error for an empty or unknown name in list,
+// or one that is there twice.
+func checkPolicies(list []string) error {
+	for i, p := range list {
+		if p == "" {
+			return fmt.Errorf("an empty name at place %d of %d (want policies such as %s,%s)", i+1, len(list), baseline.StaticEqualName, baseline.UncappedName)
+		}
+		if err := simrun.UnknownPolicy(p); err != nil {
+			return err
+		}
+		if slices.Contains(list[:i], p) {
+			return fmt.Errorf("%s twice (its rows would be the same runs twice)", p)
 		}
 	}
 	return nil
