@@ -238,7 +238,8 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 
 // frozenPause is the key of an open pause original of o's tenant, or of
 // one that froze o's client (froze), where o's restore restarts a
-// client (an MPS cap); "" for none. The pauses are tried first
+// client (an MPS cap); "" for none. One this run gave back to 0 holds
+// none (thawedInForce: its tenant is thawed). The pauses are tried first
 // (restoreRank): one still open has a failed thaw (or one not tried yet:
 // a hook still running holds it), and its tenant's processes may be
 // frozen. The names alone do not tell: a reload of the tenants file that
@@ -250,7 +251,7 @@ func (t *Tuner) frozenPause(o Original) string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.originals)) {
 		p := t.originals[k]
-		if p.Target.Knob == gpu.KnobPauseDuty && (o.Tenant != "" && p.Tenant == o.Tenant || froze(p, o)) {
+		if p.Target.Knob == gpu.KnobPauseDuty && !t.thawedInForce(k) && (o.Tenant != "" && p.Tenant == o.Tenant || froze(p, o)) {
 			return k
 		}
 	}

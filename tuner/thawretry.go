@@ -27,6 +27,13 @@ import (
 // by the same round, as the start would have set them back (restoreWaits,
 // restorehook.go): not where this run changed the cap since.
 
+// A pause the policy gives back to 0 (the tenant thawed by a change
+// that took) keeps its original open, the tenant's pause target, as every
+// pause's is kept; its tenant is thawed all the same, so its failed thaw
+// is over (the status no longer counts it failed) and the MPS caps that
+// waited for the thaw are set back by the rounds after (thawedByChange),
+// a pause whose value in force is 0 holding none (frozenPause).
+
 // whyThawAgain is the reason of a thaw of a pause an earlier run left,
 // tried again after its thaw at start failed (leftThaw).
 const whyThawAgain = "thawed: a pause an earlier run left, whose thaw at start failed, tried again at every round until it takes"
@@ -77,4 +84,25 @@ func (t *Tuner) thawedNow() {
 			delete(t.thawWaits, k)
 		}
 	}
+}
+
+// thawedByChange clears, after the change a took, the failed thaw of the
+// pause original a set to 0 (a thaw) and hands on the restores that
+// waited for it (thawedNow), as the thaw of thawPauses does.
+func (t *Tuner) thawedByChange(a Action) {
+	k := a.Target.String()
+	o, ok := t.originals[k]
+	if !ok || a.Target.Knob != gpu.KnobPauseDuty || !t.thawedInForce(k) {
+		return
+	}
+	o.RestoreFailed = false
+	t.originals[k] = o
+	t.thawedNow()
+}
+
+// thawedInForce reports whether the pause original k's value in force is
+// 0, a change of this run's that took: its tenant is not frozen.
+func (t *Tuner) thawedInForce(k string) bool {
+	d, ok := t.changes[k].To.(Duty)
+	return ok && d <= 0
 }
