@@ -46,13 +46,21 @@ func (t *Tuner) leftThaw(k string, o Original) bool {
 	return o.Target.Knob == gpu.KnobPauseDuty && o.RestoreFailed && t.changes[k].To == nil
 }
 
-// nextThaw says when a pause whose thaw failed is tried again, as the
-// log says it.
+// nextThaw says when a pause whose thaw by a round (thawPauses) failed is
+// tried again, as the log says it: a pause an earlier run left at every
+// round (leftThaw), one thawed for another reason (the kill switch, the
+// GPU's mode, a latency tenant, a tenant moved) at every round while the
+// reason holds (thawWhy asks it each round), and both at exit; once the
+// exit has begun, at the next start.
 func (t *Tuner) nextThaw(k string) string {
-	if o, ok := t.originals[k]; ok && t.leftThaw(k, o) && !t.exiting {
+	o, ok := t.originals[k]
+	switch {
+	case t.exiting:
+		return "at the next start"
+	case ok && t.leftThaw(k, o):
 		return "at the next round, and at exit"
 	}
-	return "at exit, and at the next start"
+	return "at the next round while its reason holds, and at exit"
 }
 
 // awaitThaw keeps the MPS original k, whose restore with why is not tried
