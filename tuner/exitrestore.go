@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -301,10 +302,13 @@ func (t *Tuner) restoredByHook(ctx context.Context, h *hookCall, o Original, now
 
 // heldText is the value the change a, which sets the original o back as
 // the MPS controller holds them (setsBackHeld), puts in force, as a
-// decision's to says it, and, where that is not o's value itself (a cap
-// given back as 80% under a server at 50%: the client runs at 50%, as
-// its uncapped original does), what the reason adds to say so; "" then
-// where they are the same.
+// decision's to says it, and, where that is not o's value itself, what
+// the reason adds to say why: the client's server's cap, where it holds
+// the client below the change's own value at the whole percentage sent
+// (a cap given back as 80% under a server at 50%: the client runs at
+// 50%, as its uncapped original does), else the whole percentage itself
+// (an original of 12.5% given back runs at 13%, as the exit's restore of
+// it would); "" where they are the same.
 func (t *Tuner) heldText(a Action, o Original) (to, held string) {
 	w, wok := a.Want.(Fraction)
 	if o.Target.Knob != gpu.KnobMPSActiveThreads || !wok {
@@ -315,8 +319,17 @@ func (t *Tuner) heldText(a Action, o Original) (to, held string) {
 		st.MPSResolver = cachedResolver{c} // (as setsBackHeld asks it)
 	}
 	runs := st.MPSHeld(o.Target, w)
-	if setsBack(Action{Want: runs}, o) {
+	switch {
+	case setsBack(Action{Want: runs}, o):
 		return valueText(o.Value), ""
+	case runs < wholePercent(w)-1e-9:
+		return runs.String(), fmt.Sprintf("the client runs at %s, as its MPS server's cap holds it, the state of its original %s there; the change asked for %s", runs, valueText(o.Value), a.Want)
 	}
-	return runs.String(), fmt.Sprintf("the client runs at %s, as its MPS server's cap holds it, the state of its original %s there; the change asked for %s", runs, valueText(o.Value), a.Want)
+	return runs.String(), fmt.Sprintf("the client runs at %s: the MPS control daemon is sent a whole percentage, the change's %s as %s, as a restore of its original %s would be", runs, a.Want, runs, valueText(o.Value))
+}
+
+// wholePercent is f as the MPS controller sends it to the control
+// daemon: a whole percentage, 1% at least (gpu/mps).
+func wholePercent(f Fraction) Fraction {
+	return Fraction(max(1, math.Round(float64(f)*100)) / 100)
 }

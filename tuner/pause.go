@@ -57,7 +57,7 @@ func (t *Tuner) thawPauses(ctx context.Context, now time.Time, first bool) []Dec
 			t.counts.RestoreFailures++
 			t.noteRestoreFailed(k)
 			t.journal(restoreRecord(EventRestoreFailed, o, now, err.Error()))
-			level.Error(t.o.Logger).Log("msg", "tuner could not thaw a paused tenant", "target", o.Target.String(), "gpu", o.Target.GPU, "tenant", o.Tenant, "from", orUnknown(d.From), "next", t.nextThaw(k), "err", err)
+			level.Error(t.o.Logger).Log("msg", "tuner could not thaw a paused tenant", "target", o.Target.String(), "gpu", o.Target.GPU, "tenant", o.Tenant, "from", orUnknown(d.From), "reason", why, "next", t.nextThaw(k), "err", err)
 		} else {
 			d.Outcome, d.Applied = OutcomeRestored, true
 			t.counts.Restores++

@@ -426,7 +426,7 @@ func TestRestoreNoRestartAfterFailedThaw(t *testing.T) {
 				t.Errorf("restore error %v, want the cap's restore failed naming the failed thaw", err)
 			}
 			i := slices.IndexFunc(ds, func(d Decision) bool { return d.Knob == gpu.KnobMPSActiveThreads })
-			if i < 0 || ds[i].Outcome != OutcomeFailed || !strings.Contains(ds[i].Reason, "the pause of its tenant train") {
+			if i < 0 || ds[i].Outcome != OutcomeFailed || !strings.Contains(ds[i].Reason, "train's pause") {
 				t.Errorf("decisions %+v, want the cap's restore failed, its reason naming train's pause", ds)
 			}
 			if got := tu.Status().Counts.RestoreFailures; got != 2 {

@@ -231,14 +231,15 @@ func (t *Tuner) restoreOne(ctx context.Context, k string, now time.Time, why str
 		return t.closeAtOriginal(k, d, how, now), nil // (inforce.go)
 	}
 	if p := t.frozenPause(t.originals[k]); left == nil && p != "" {
-		left = fmt.Errorf("not tried: the pause of its tenant %s (%s) is still open, %s, and a client restarted while its processes may be frozen leaves the restart hook waiting on them; tried again once the tenant is thawed (%s)", t.originals[p].Tenant, p, thawState(t.originals[p]), t.awaitThaw(k, why))
+		left = fmt.Errorf("not tried: %s is still open, %s, and a client restarted while its processes may be frozen leaves the restart hook waiting on them; tried again once the tenant is thawed (%s)", pauseText(p, t.originals[p], t.originals[k]), thawState(t.originals[p]), t.awaitThaw(k, why))
 	}
 	return t.restoreApply(ctx, k, a, d, left, busy, refused, now)
 }
 
 // frozenPause is the key of an open pause original of o's tenant, or of
-// one whose processes name o's client, where o's restore restarts a
-// client (an MPS cap); "" for none. The pauses are tried first
+// one that froze o's client (froze), where o's restore restarts a
+// client (an MPS cap); "" for none. One this run gave back to 0 holds
+// none (thawedInForce: its tenant is thawed). The pauses are tried first
 // (restoreRank): one still open has a failed thaw (or one not tried yet:
 // a hook still running holds it), and its tenant's processes may be
 // frozen. The names alone do not tell: a reload of the tenants file that
@@ -250,11 +251,38 @@ func (t *Tuner) frozenPause(o Original) string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.originals)) {
 		p := t.originals[k]
-		if p.Target.Knob == gpu.KnobPauseDuty && (o.Tenant != "" && p.Tenant == o.Tenant || slices.Contains(p.PIDs, o.Target.PID)) {
+		if p.Target.Knob == gpu.KnobPauseDuty && !t.thawedInForce(k) && (o.Tenant != "" && p.Tenant == o.Tenant || froze(p, o)) {
 			return k
 		}
 	}
 	return ""
+}
+
+// froze reports whether the pause original p froze the client of the MPS
+// original o: its PID is among p's processes and, where both name their
+// processes (Identity: a PID is taken again once its process exits), it
+// is the same process, on the same boot with the start time p journaled
+// for that PID. Where either names none, the PID alone tells.
+func froze(p, o Original) bool {
+	pid := o.Target.PID
+	if !slices.Contains(p.PIDs, pid) {
+		return false
+	}
+	was, named := p.start(p.PIDs, pid)
+	if !named || o.Boot == "" || len(o.Starts) != 1 {
+		return true
+	}
+	return p.Boot == o.Boot && was != 0 && was == o.Starts[0]
+}
+
+// pauseText names the pause original p (key k) that holds the restore of
+// the MPS original o (frozenPause): by its tenant, and by the PID it froze
+// where that is how it holds o's client (another tenant's by name).
+func pauseText(k string, p, o Original) string {
+	if o.Tenant != "" && p.Tenant == o.Tenant {
+		return fmt.Sprintf("%s's pause (%s)", p.Tenant, k)
+	}
+	return fmt.Sprintf("%s's pause (%s), which froze PID %d,", p.Tenant, k, o.Target.PID)
 }
 
 // thawState says why the pause original p is open, as frozenPause's

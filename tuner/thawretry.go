@@ -27,6 +27,13 @@ import (
 // by the same round, as the start would have set them back (restoreWaits,
 // restorehook.go): not where this run changed the cap since.
 
+// A pause the policy gives back to 0 (the tenant thawed by a change
+// that took) keeps its original open, the tenant's pause target, as every
+// pause's is kept; its tenant is thawed all the same, so its failed thaw
+// is over (the status no longer counts it failed) and the MPS caps that
+// waited for the thaw are set back by the rounds after (thawedByChange),
+// a pause whose value in force is 0 holding none (frozenPause).
+
 // whyThawAgain is the reason of a thaw of a pause an earlier run left,
 // tried again after its thaw at start failed (leftThaw).
 const whyThawAgain = "thawed: a pause an earlier run left, whose thaw at start failed, tried again at every round until it takes"
@@ -39,13 +46,21 @@ func (t *Tuner) leftThaw(k string, o Original) bool {
 	return o.Target.Knob == gpu.KnobPauseDuty && o.RestoreFailed && t.changes[k].To == nil
 }
 
-// nextThaw says when a pause whose thaw failed is tried again, as the
-// log says it.
+// nextThaw says when a pause whose thaw by a round (thawPauses) failed is
+// tried again, as the log says it: a pause an earlier run left at every
+// round (leftThaw), one thawed for another reason (the kill switch, the
+// GPU's mode, a latency tenant, a tenant moved) at every round while the
+// reason holds (thawWhy asks it each round), and both at exit; once the
+// exit has begun, at the next start.
 func (t *Tuner) nextThaw(k string) string {
-	if o, ok := t.originals[k]; ok && t.leftThaw(k, o) && !t.exiting {
+	o, ok := t.originals[k]
+	switch {
+	case t.exiting:
+		return "at the next start"
+	case ok && t.leftThaw(k, o):
 		return "at the next round, and at exit"
 	}
-	return "at exit, and at the next start"
+	return "at the next round while its reason holds, and at exit"
 }
 
 // awaitThaw keeps the MPS original k, whose restore with why is not tried
@@ -77,4 +92,25 @@ func (t *Tuner) thawedNow() {
 			delete(t.thawWaits, k)
 		}
 	}
+}
+
+// thawedByChange clears, after the change a took, the failed thaw of the
+// pause original a set to 0 (a thaw) and hands on the restores that
+// waited for it (thawedNow), as the thaw of thawPauses does.
+func (t *Tuner) thawedByChange(a Action) {
+	k := a.Target.String()
+	o, ok := t.originals[k]
+	if !ok || a.Target.Knob != gpu.KnobPauseDuty || !t.thawedInForce(k) {
+		return
+	}
+	o.RestoreFailed = false
+	t.originals[k] = o
+	t.thawedNow()
+}
+
+// thawedInForce reports whether the pause original k's value in force is
+// 0, a change of this run's that took: its tenant is not frozen.
+func (t *Tuner) thawedInForce(k string) bool {
+	d, ok := t.changes[k].To.(Duty)
+	return ok && d <= 0
 }

@@ -94,3 +94,61 @@ func TestLeftPauseThawPendingInStatus(t *testing.T) {
 		t.Errorf("status %+v, want 1 thaw pending and 1 failed restore", e)
 	}
 }
+
+// refusingThaws is pauseAndMPS whose thaws (duty 0) fail while refuse is
+// set; a pause above 0 takes.
+type refusingThaws struct {
+	pauseAndMPS
+	refuse bool
+}
+
+func (p *refusingThaws) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []uint32, duty float64) error {
+	if err := p.pauseAndMPS.SetPauseDuty(ctx, uuid, tenant, pids, duty); err != nil {
+		return err
+	}
+	if duty == 0 && p.refuse {
+		return errors.New("cgroup.freeze: write error")
+	}
+	return nil
+}
+
+// A pause an earlier run left whose thaw fails at start, which the policy
+// then pauses again (0.5, it takes) and gives back (0, it takes: the
+// tenant is thawed): the tenant's MPS cap, whose restore at start waited
+// for the thaw, is set back by the round after, and the status no longer
+// counts the pause a failed restore (its original stays open, the
+// policy's pause target, set back at exit). (Before, the pause's original
+// open held the cap for the whole run, and the status counted the thawed
+// pause and the cap as two failed restores.)
+func TestPolicyThawSetsBackTheCapThatWaited(t *testing.T) {
+	rec := &refusingThaws{refuse: true}
+	clk := gpu.NewManualClock(t0)
+	tu, j, _, err := capPausedAndRestore(t, context.Background(), ActuatorsOf(rec), clk, true, func() {})
+	if err == nil {
+		t.Fatal("the restore at start: no error, want the failed thaw")
+	}
+	at := t0.Add(time.Minute)
+	round := func(actions ...Action) {
+		at = at.Add(15 * time.Second)
+		tu.mu.Lock()
+		tu.o.Policy = fixed(actions)
+		tu.mu.Unlock()
+		roundAt(t, tu, clk, tenantSnap(at, proc{7, "train"}, proc{8, "train"}))
+	}
+	round()                                             // the first round's thaw fails too
+	round(pauseAction("train", gpu.ClassBatch, 0, 0.5)) // the retry fails; the policy's pause takes
+	rec.refuse = false
+	round(pauseAction("train", gpu.ClassBatch, 0.5, 0)) // the policy's thaw takes
+	rec.Calls = nil
+	round()
+	round()
+	if want := []string{"SetMPSActiveThreads(GPU-0,8,1.0000)", "RestartClient(GPU-0,8)"}; !slices.Equal(rec.Calls, want) {
+		t.Errorf("the rounds after the policy's thaw: calls %q, want %q (train's cap set back)", rec.Calls, want)
+	}
+	if e := tu.Status().Exit; e != (ExitRestores{AtExit: 1}) {
+		t.Errorf("status %+v, want the pause open for the exit, no failed restore", e)
+	}
+	if _, err := tu.Restore(context.Background()); err != nil || len(j.Originals()) != 0 {
+		t.Errorf("at exit: %v, %d originals open, want none", err, len(j.Originals()))
+	}
+}

@@ -558,6 +558,7 @@ func (t *Tuner) noteApplied(st *State, a Action, now time.Time) {
 		h = append([]Change(nil), h[len(h)-maxHistory:]...)
 	}
 	t.history[a.DomainKey()] = h
+	t.thawedByChange(a) // (a pause given back to 0: thawretry.go)
 	if f, ok := a.Want.(Fraction); ok && !a.Restart {
 		t.pending[a.Target.String()] = f
 	} else {
