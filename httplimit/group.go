@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,7 +70,10 @@ func (g *Group) ListenAndServe(flags *web.FlagConfig, logger *slog.Logger) error
 // Serve serves each of listeners with a server of its own (web.Serve,
 // which applies the web configuration of flags) until every one has
 // returned, and returns the first error: http.ErrServerClosed after
-// Shutdown, which closes the listeners not served yet.
+// Shutdown, which closes the listeners not served yet. A listener whose
+// server stops with another error (the web configuration unreadable, its
+// socket failing) is closed, and, while others may still serve, the error
+// is logged at once naming its address.
 func (g *Group) Serve(listeners []net.Listener, flags *web.FlagConfig, logger *slog.Logger) error {
 	g.mu.Lock()
 	if g.closed {
@@ -92,7 +96,15 @@ func (g *Group) Serve(listeners []net.Listener, flags *web.FlagConfig, logger *s
 	errs := make([]error, len(listeners))
 	var wg sync.WaitGroup
 	for i, l := range listeners {
-		wg.Go(func() { errs[i] = web.Serve(l, servers[i], flags, logger) })
+		wg.Go(func() {
+			errs[i] = web.Serve(l, servers[i], flags, logger)
+			// web.Serve leaves l open when it fails before serving;
+			// closing a listener its server closed does nothing.
+			_ = l.Close()
+			if err := errs[i]; len(listeners) > 1 && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("listener stopped serving", "address", l.Addr().String(), "err", err)
+			}
+		})
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -128,10 +140,7 @@ func listen(flags *web.FlagConfig, logger *slog.Logger) ([]net.Listener, error) 
 		if err != nil {
 			return nil, err
 		}
-		if len(listeners) < 1 {
-			return nil, errors.New("no socket activation file descriptors found")
-		}
-		return listeners, nil
+		return activated(listeners)
 	}
 	if flags.WebListenAddresses == nil || len(*flags.WebListenAddresses) == 0 {
 		return nil, web.ErrNoListeners
@@ -150,13 +159,40 @@ func listen(flags *web.FlagConfig, logger *slog.Logger) ([]net.Listener, error) 
 	return listeners, nil
 }
 
+// activated checks the listeners systemd handed over (activation.Listeners,
+// in the order of their file descriptors from 3): one that is not a
+// listening stream socket (a datagram socket, a FIFO, a connection of
+// Accept=yes) is nil there, and refused, naming its descriptor, the
+// others closed.
+func activated(listeners []net.Listener) ([]net.Listener, error) {
+	if len(listeners) < 1 {
+		return nil, errors.New("no socket activation file descriptors found")
+	}
+	for i, l := range listeners {
+		if l != nil {
+			continue
+		}
+		for _, l := range listeners {
+			if l != nil {
+				l.Close()
+			}
+		}
+		return nil, fmt.Errorf("socket activation: fd %d is not a listening stream socket (ListenStream= with Accept=no)", 3+i)
+	}
+	return listeners, nil
+}
+
 // listenOn opens address: vsock://:PORT or a TCP address.
 func listenOn(address string) (net.Listener, error) {
-	rest, ok := strings.CutPrefix(address, "vsock://")
-	if !ok {
+	if !strings.HasPrefix(address, "vsock://") {
 		return net.Listen("tcp", address)
 	}
-	_, portStr, err := net.SplitHostPort(rest)
+	// Parsed as exporter-toolkit parses it (a URL: vsock://:PORT/ too).
+	u, err := url.Parse(address)
+	if err != nil {
+		return nil, fmt.Errorf("parsing vsock address %q: %w", address, err)
+	}
+	_, portStr, err := net.SplitHostPort(u.Host)
 	if err != nil {
 		return nil, fmt.Errorf("parsing vsock address %q: %w", address, err)
 	}

@@ -72,11 +72,13 @@ type Pipeline struct {
 	ready    atomic.Bool
 	reloadMu sync.Mutex
 	// reloadsStarted counts the reloads begun (read without reloadMu by
-	// a caller arriving); reloadsDone and reloadErr, under reloadMu, the
-	// reloads finished and the last one's outcome.
+	// a caller arriving); reloadsDone, reloadErr and reloadQuiet, under
+	// reloadMu, the reloads finished, the last one's outcome and whether
+	// it logged no file's success.
 	reloadsStarted atomic.Uint64
 	reloadsDone    uint64
 	reloadErr      error
+	reloadQuiet    bool
 	// patched is the last copy of the published snapshot that Snapshot
 	// made to carry newer sampler figures; reusing it while the figures
 	// stay the same keeps one pointer per distinct content, which the HTTP
@@ -193,23 +195,31 @@ func (p *Pipeline) AlsoReload(name string, r Reloader, logger log.Logger) {
 // asked for while one waits share it: a caller gets the outcome of a
 // reload that began after it asked (one begun before may have read a file
 // before it changed), and a burst of requests costs two reads of the
-// files, not one each.
+// files, not one each. A caller whose files' successes are logged shares
+// no quiet reload (ReloadAsked's held back): it runs its own.
 func (p *Pipeline) Reload() error { return p.reload(false) }
 
 // reload is Reload, logging no file's success when quiet.
 func (p *Pipeline) reload(quiet bool) error {
+	return p.reloadSince(p.reloadsStarted.Load(), quiet)
+}
+
+// reloadSince is reload for a caller that asked when asked reloads had
+// begun: it shares a reload begun since, and done, unless that one was
+// quiet and this caller is not.
+func (p *Pipeline) reloadSince(asked uint64, quiet bool) error {
 	if p.tenantsFile == "" && len(p.also) == 0 {
 		return ErrNothingToReload
 	}
-	asked := p.reloadsStarted.Load()
 	p.reloadMu.Lock()
 	defer p.reloadMu.Unlock()
-	if p.reloadsDone > asked {
+	if p.reloadsDone > asked && (quiet || !p.reloadQuiet) {
 		return p.reloadErr // began after this call asked, and is done
 	}
 	p.reloadsStarted.Add(1)
 	p.reloadErr = p.reloadFiles(quiet)
 	p.reloadsDone = p.reloadsStarted.Load()
+	p.reloadQuiet = quiet
 	return p.reloadErr
 }
 

@@ -106,9 +106,8 @@ type devState struct {
 	vgpuProcLastSeen lastSeen
 	schedLastTS      uint64
 
-	gpmSupported *bool // nil until asked
-	gpmPrev      nvml.GpmSample
-	gpmPrevAt    time.Time
+	gpmSupported *bool   // nil until asked
+	gpm          gpmPrev // of the whole GPU (uuid unused)
 	migGPMPrev   map[int]gpmPrev
 	giProfiles   map[uint32]string // GPU instance profile names by profile ID; nil until read
 	giFullSMs    int               // SMs of the profile of the most slices, read with giProfiles
@@ -125,6 +124,7 @@ type gpmPrev struct {
 	sample nvml.GpmSample
 	at     time.Time
 	uuid   string // of the MIG device: a GPU instance ID is reused when instances are recreated
+	fails  int    // steps in a row that gave no ratio through a failed call
 }
 
 // New initializes NVML and enumerates the GPUs. On failure the error says
@@ -361,10 +361,7 @@ func (b *Backend) Close() error {
 }
 
 func (b *Backend) dropGPM(ds *devState) {
-	if ds.gpmPrev != nil {
-		_ = ds.gpmPrev.Free()
-		ds.gpmPrev = nil
-	}
+	ds.gpm.drop()
 	ds.dropMIGSamples(nil)
 }
 

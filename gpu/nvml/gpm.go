@@ -76,7 +76,7 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 		return
 	}
 	ids := append(append(append([]nvml.GpmMetricId{}, activityMetrics...), ctxswRequests...), ctxswCyclesActive...)
-	vals, elapsed, ok := rd.gpmStep(&ds.gpmPrev, &ds.gpmPrevAt, now, ids, func(s nvml.GpmSample) nvml.Return {
+	vals, elapsed, ok := rd.gpmStep(&ds.gpm, now, ids, func(s nvml.GpmSample) nvml.Return {
 		return ds.handle.GpmSampleGet(s)
 	}, "nvmlGpmSampleGet")
 	if ok {
@@ -101,10 +101,12 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 			ds.ctxKnown = true
 		}
 	}
-	if ds.gpmPrev != nil {
+	if ds.gpm.sample != nil {
 		// GPM holds a sample: its ratios come with the next, and the
 		// source is named from this one on (no ratio yet, too soon for
-		// one, a figure that failed), so that it never changes.
+		// one, a passing failure), so that it does not change. A lasting
+		// failure drops the sample (gpmPrev.failed): the source is then
+		// "" and another may give the ratios.
 		d.Activity.Source = "gpm"
 	}
 	if rd.fatal != nil {
@@ -129,12 +131,10 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 		if p.uuid != d.MIG[i].UUID {
 			// Another instance under the same ID since the last sample:
 			// the old sample is not comparable.
-			if p.sample != nil {
-				_ = p.sample.Free()
-			}
+			p.drop()
 			p = gpmPrev{uuid: d.MIG[i].UUID}
 		}
-		vals, _, ok := rd.gpmStep(&p.sample, &p.at, now, activityMetrics, func(s nvml.GpmSample) nvml.Return {
+		vals, _, ok := rd.gpmStep(&p, now, activityMetrics, func(s nvml.GpmSample) nvml.Return {
 			return ds.handle.GpmMigSampleGet(gi, s)
 		}, "nvmlGpmMigSampleGet")
 		ds.migGPMPrev[gi] = p
@@ -156,32 +156,39 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 func (ds *devState) dropMIGSamples(keep map[int]bool) {
 	for gi, p := range ds.migGPMPrev {
 		if !keep[gi] {
-			if p.sample != nil {
-				_ = p.sample.Free()
-			}
+			p.drop()
 			delete(ds.migGPMPrev, gi)
 		}
 	}
 }
 
-// gpmStep takes a new sample with get; when *prev is older than 100 ms it
-// computes ids between the two samples, over the time it returns, and the
-// new one becomes *prev.
-func (rd *devReader) gpmStep(prev *nvml.GpmSample, prevAt *time.Time, now time.Time, ids []nvml.GpmMetricId,
+// gpmFailLimit is how many GPM steps in a row may give no ratio through a
+// failed call before the kept sample is dropped: a passing failure keeps
+// the source "gpm" (vgpu_gpu_info keeps its labels), a lasting one leaves
+// it "" so that another source (dcgm-exporter) may give the ratios.
+const gpmFailLimit = 3
+
+// gpmStep takes a new sample with get; when p's sample is older than 100 ms
+// it computes ids between the two samples, over the time it returns, and
+// the new one becomes p's. A step that gives no activity ratio because a
+// call failed counts towards dropping p's sample (failed).
+func (rd *devReader) gpmStep(p *gpmPrev, now time.Time, ids []nvml.GpmMetricId,
 	get func(nvml.GpmSample) nvml.Return, call string) (map[nvml.GpmMetricId]float64, time.Duration, bool) {
-	if *prev != nil && now.Sub(*prevAt) <= gpmMinInterval {
+	if p.sample != nil && now.Sub(p.at) <= gpmMinInterval {
 		return nil, 0, false // too soon: keep the older sample for a longer interval
 	}
 	cur, r := rd.b.lib.GpmSampleAlloc()
 	if !rd.ok("nvmlGpmSampleAlloc", r) || cur == nil {
+		p.failed(r)
 		return nil, 0, false
 	}
 	if r := get(cur); !rd.ok(call, r) {
 		_ = cur.Free()
+		p.failed(r)
 		return nil, 0, false
 	}
-	old, elapsed := *prev, now.Sub(*prevAt)
-	*prev, *prevAt = cur, now
+	old, elapsed := p.sample, now.Sub(p.at)
+	p.sample, p.at = cur, now
 	if old == nil {
 		return nil, 0, false
 	}
@@ -191,6 +198,7 @@ func (rd *devReader) gpmStep(prev *nvml.GpmSample, prevAt *time.Time, now time.T
 		m.Metrics[i].MetricId = uint32(id)
 	}
 	if r := rd.b.lib.GpmMetricsGet(m); !rd.ok("nvmlGpmMetricsGet", r) {
+		p.failed(r)
 		return nil, 0, false
 	}
 	vals := make(map[nvml.GpmMetricId]float64, len(ids))
@@ -199,7 +207,35 @@ func (rd *devReader) gpmStep(prev *nvml.GpmSample, prevAt *time.Time, now time.T
 			vals[nvml.GpmMetricId(m.Metrics[i].MetricId)] = m.Metrics[i].Value
 		}
 	}
+	// None of the activity metrics computed is a step
+	// with no ratio, as a failed call.
+	for _, id := range activityMetrics {
+		if _, ok := vals[id]; ok {
+			p.fails = 0
+			return vals, elapsed, true
+		}
+	}
+	p.failed(nvml.Return(m.Metrics[0].NvmlReturn))
 	return vals, elapsed, true
+}
+
+// failed counts a step that gave no ratio because a call returned r and
+// drops the kept sample when the reason lasts: the driver refuses GPM
+// (NOT_SUPPORTED, NO_PERMISSION) or gpmFailLimit steps in a row failed.
+// Without a kept sample the activity source is "" until GPM gives one again.
+func (p *gpmPrev) failed(r nvml.Return) {
+	p.fails++
+	if r == nvml.ERROR_NOT_SUPPORTED || r == nvml.ERROR_NO_PERMISSION || p.fails >= gpmFailLimit {
+		p.drop()
+	}
+}
+
+// drop frees the kept sample and forgets the failures.
+func (p *gpmPrev) drop() {
+	if p.sample != nil {
+		_ = p.sample.Free()
+	}
+	p.sample, p.fails = nil, 0
 }
 
 // activity converts GPM percentages into 0-1 ratios.
