@@ -11,26 +11,32 @@ import (
 )
 
 // Pausing batch tenants (tuner.pause): the knob's flags in any active
-// mode; the node's cgroup hierarchy mounted read-write and CAP_KILL only
-// in enforce; nothing with the tuner off or the pause disabled.
+// mode; the node's cgroup hierarchy mounted read-write only in enforce,
+// and CAP_KILL (to stop a process group of the host or another pod) only
+// in enforce with hostPID: in its own PID namespace the exporter sees no
+// such process, and signals its own children as their uid without it;
+// nothing with the tuner off or the pause disabled.
 func TestPause(t *testing.T) {
 	c := loadChart(t)
 	for _, tc := range []struct {
 		name    string
 		tuner   map[string]any
+		hostPID bool
 		knob    bool
 		mount   bool
 		caps    []corev1.Capability
 		cgroups string // --pause.cgroup-root's value; "-" for no flag
 	}{
-		{"tuner off", map[string]any{"mode": "off", "pause": map[string]any{"enabled": true}}, false, false, []corev1.Capability{"SYS_ADMIN"}, "-"},
-		{"pause disabled", map[string]any{"mode": "enforce"}, false, false, []corev1.Capability{"SYS_ADMIN"}, ""},
-		{"recommend", map[string]any{"mode": "recommend", "pause": map[string]any{"enabled": true}}, true, false, []corev1.Capability{"SYS_ADMIN"}, ""},
-		{"enforce", map[string]any{"mode": "enforce", "pause": map[string]any{"enabled": true, "period": "250ms", "max": "200ms"}}, true, true, []corev1.Capability{"SYS_ADMIN", "KILL"}, "/host/sys/fs/cgroup"},
-		{"enforce on one GPU", map[string]any{"mode": "recommend", "gpuModes": []any{"0=enforce"}, "pause": map[string]any{"enabled": true}}, true, true, []corev1.Capability{"SYS_ADMIN", "KILL"}, "/host/sys/fs/cgroup"},
+		{"tuner off", map[string]any{"mode": "off", "pause": map[string]any{"enabled": true}}, true, false, false, []corev1.Capability{"SYS_ADMIN"}, "-"},
+		{"pause disabled", map[string]any{"mode": "enforce"}, true, false, false, []corev1.Capability{"SYS_ADMIN"}, ""},
+		{"recommend", map[string]any{"mode": "recommend", "pause": map[string]any{"enabled": true}}, true, true, false, []corev1.Capability{"SYS_ADMIN"}, ""},
+		{"enforce", map[string]any{"mode": "enforce", "pause": map[string]any{"enabled": true, "period": "250ms", "max": "200ms"}}, true, true, true, []corev1.Capability{"SYS_ADMIN", "KILL"}, "/host/sys/fs/cgroup"},
+		{"enforce on one GPU", map[string]any{"mode": "recommend", "gpuModes": []any{"0=enforce"}, "pause": map[string]any{"enabled": true}}, true, true, true, []corev1.Capability{"SYS_ADMIN", "KILL"}, "/host/sys/fs/cgroup"},
+		{"enforce without hostPID", map[string]any{"mode": "enforce", "pause": map[string]any{"enabled": true}}, false, true, true, []corev1.Capability{"SYS_ADMIN"}, "/host/sys/fs/cgroup"},
+		{"enforce on one GPU without hostPID", map[string]any{"mode": "recommend", "gpuModes": []any{"0=enforce"}, "pause": map[string]any{"enabled": true}}, false, true, true, []corev1.Capability{"SYS_ADMIN"}, "/host/sys/fs/cgroup"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vals := map[string]any{"tuner": tc.tuner}
+			vals := map[string]any{"tuner": tc.tuner, "hostPID": tc.hostPID}
 			m := mustRender(t, c, vals)
 			if len(m.daemonSets) != 1 {
 				t.Fatalf("%d DaemonSets", len(m.daemonSets))
@@ -83,11 +89,17 @@ func TestPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	vals["nodePools"].([]any)[0].(map[string]any)["tuner"].(map[string]any)["pause"] = map[string]any{"enabled": true}
+	vals["hostPID"] = true
 	for _, ds := range mustRender(t, c, vals).daemonSets {
-		args := strings.Join(container(t, ds.Spec.Template.Spec.Containers, "exporter").Args, " ")
+		exp := container(t, ds.Spec.Template.Spec.Containers, "exporter")
+		args := strings.Join(exp.Args, " ")
 		want := ds.Name == "vgpu-exporter-inference"
 		if got := strings.Contains(args, "--pause.cgroup-root=/host/sys/fs/cgroup"); got != want {
 			t.Errorf("%s: pausing through the node's cgroups %v, want %v", ds.Name, got, want)
+		}
+		if got := exp.SecurityContext != nil && exp.SecurityContext.Capabilities != nil &&
+			slices.Contains(exp.SecurityContext.Capabilities.Add, "KILL"); got != want {
+			t.Errorf("%s: KILL added %v, want %v", ds.Name, got, want)
 		}
 	}
 	if _, err := render(c, map[string]any{"tuner": map[string]any{"pause": map[string]any{"enabled": true, "period": "half a second"}}}); err == nil {

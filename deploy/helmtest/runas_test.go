@@ -73,7 +73,7 @@ func TestCapabilitiesAdded(t *testing.T) {
 		{"defaults", nil, []corev1.Capability{"SYS_ADMIN"}},
 		{"one of the user's", map[string]any{"securityContext": sc("SYS_PTRACE")}, []corev1.Capability{"SYS_PTRACE", "SYS_ADMIN"}},
 		{"the user's only", map[string]any{"profilingCapability": false, "securityContext": sc("SYS_PTRACE")}, []corev1.Capability{"SYS_PTRACE"}},
-		{"the chart's too", map[string]any{"securityContext": sc("SYS_PTRACE", "SYS_ADMIN"),
+		{"the chart's too", map[string]any{"securityContext": sc("SYS_PTRACE", "SYS_ADMIN"), "hostPID": true,
 			"tuner": map[string]any{"mode": "enforce", "pause": map[string]any{"enabled": true}}}, []corev1.Capability{"SYS_PTRACE", "SYS_ADMIN", "KILL"}},
 		// A port below 1024: with every capability dropped, even uid 0
 		// may not bind it where unprivileged ports start at 1024.

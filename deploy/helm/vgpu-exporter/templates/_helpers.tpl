@@ -130,7 +130,8 @@ its errors name it: "nodePools NAME" or "the release"), its nodeSelector
 (the release's, or with backend nvml and none given, GPU feature
 discovery's nvidia.com/gpu.present=true, with the pool's keys set, null ones
 removed), tolerations, affinity and tuner settings (the release's with
-the pool's keys replacing them, maps one level deep).
+the pool's keys replacing them, maps one level deep); it fails where a
+pool's tuner.gpuModes gives a GPU two entries.
 */}}
 {{- define "vgpu-exporter.pools" -}}
 {{- $pools := list -}}
@@ -162,9 +163,17 @@ the pool's keys replacing them, maps one level deep).
 {{- $_ := set $t $k $v -}}
 {{- end -}}
 {{- end -}}
+{{- $where := ternary (printf "nodePools %s" $p.name) "the release" (ne $p.name "") -}}
 {{- $mode := toString (default "off" $t.mode) -}}
 {{- $enforce := eq $mode "enforce" -}}
+{{- /* One entry a GPU, told apart as the exporter does, by the text before "=". */ -}}
+{{- $gpus := dict -}}
 {{- range $t.gpuModes -}}
+{{- $gpu := first (splitList "=" .) -}}
+{{- if hasKey $gpus $gpu -}}
+{{- fail (printf "%s: tuner.gpuModes %q: GPU %s is given a mode twice (%q, then %q), which the exporter refuses at start (--tuner.gpu-mode): give each GPU one entry" $where . $gpu (get $gpus $gpu) .) -}}
+{{- end -}}
+{{- $_ := set $gpus $gpu . -}}
 {{- if hasSuffix "=enforce" . -}}{{- $enforce = true -}}{{- end -}}
 {{- end -}}
 {{- $_ := set $t "mode" $mode -}}
@@ -172,7 +181,7 @@ the pool's keys replacing them, maps one level deep).
 {{- $_ := set $t "enforce" $enforce -}}
 {{- $pools = append $pools (dict
       "name" $p.name
-      "where" (ternary (printf "nodePools %s" $p.name) "the release" (ne $p.name ""))
+      "where" $where
       "nodeSelector" $sel
       "tolerations" (ternary (get $p "tolerations") $.Values.tolerations (hasKey $p "tolerations"))
       "affinity" (ternary (get $p "affinity") $.Values.affinity (hasKey $p "affinity"))
