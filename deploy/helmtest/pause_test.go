@@ -11,15 +11,17 @@ import (
 )
 
 // Pausing batch tenants (tuner.pause): the knob's flags in any active
-// mode; the node's cgroup hierarchy mounted read-write and CAP_KILL only
-// in enforce; nothing with the tuner off or the pause disabled.
+// mode; the node's cgroup hierarchy mounted read-write, CAP_KILL and
+// --pause.supervise (the first process runs the watchdog, which outlives
+// the exporter) only in enforce; nothing with the tuner off or the pause
+// disabled.
 func TestPause(t *testing.T) {
 	c := loadChart(t)
 	for _, tc := range []struct {
 		name    string
 		tuner   map[string]any
 		knob    bool
-		mount   bool
+		mount   bool // the node's cgroups mounted, and --pause.supervise
 		caps    []corev1.Capability
 		cgroups string // --pause.cgroup-root's value; "-" for no flag
 	}{
@@ -49,6 +51,9 @@ func TestPause(t *testing.T) {
 				if v, ok := strings.CutPrefix(a, "--pause.cgroup-root="); ok {
 					root = v
 				}
+			}
+			if got := slices.Contains(exp.Args, "--pause.supervise"); got != tc.mount {
+				t.Errorf("args %q: --pause.supervise %v, want %v (only where the pod pauses)", args, got, tc.mount)
 			}
 			if root != tc.cgroups {
 				t.Errorf("--pause.cgroup-root %q, want %q", root, tc.cgroups)
