@@ -38,6 +38,9 @@ type actuatorConfig struct {
 	PauseCgroupRoot   string
 	PausePeriod       time.Duration
 	PauseMax          time.Duration
+	// PauseSupervise: the first process supervises the exporter where it
+	// may pause (supervise.go), as PID 1 does.
+	PauseSupervise bool
 	// The built-in Kubernetes eviction's API server and credentials
 	// (--tuner.rebalance-hook=builtin:kubernetes-evict).
 	EvictAPIServer string
@@ -84,6 +87,8 @@ func addActuatorFlags(app *kingpin.Application, c *actuatorConfig) {
 		Default("/sys/fs/cgroup").StringVar(&c.PauseCgroupRoot)
 	flagvalue.Duration(app, "pause.period", "Period of a paused tenant's pulse: paused for pause_duty of it, running for the rest; at least "+pause.MinPeriod.String()+" (a freeze takes up to tens of milliseconds to settle, and a shorter period would be spent freezing and thawing).", pause.DefaultPeriod.String(), &c.PausePeriod)
 	flagvalue.Duration(app, "pause.max", "Longest a tenant stays paused at once, counted from the write of the freeze (below its liveness probe's and clients' timeouts); at least "+pause.MinMaxPause.String()+" (it caps every pause: a shorter cap holds every duty to a few milliseconds a period), at most --pause.period; 0: 0.9 of --pause.period.", "0s", &c.PauseMax)
+	app.Flag("pause.supervise", "Where the tuner may pause (enforce, --tuner.enable-knob=pause_duty, a freezer), the process started stays small and runs the pause watchdog, the exporter its child (the same command), so that a tenant frozen mid-pulse is thawed whatever kills the exporter (docs/pause.md, \"The supervisor\"). PID 1 always does so; this is for a container's main process with the host's PIDs (hostPID), whose exit the runtime kills the rest of the container at; the chart sets it. Not needed under the systemd unit, where the watchdog outlives the exporter.").
+		BoolVar(&c.PauseSupervise)
 }
 
 // validate returns the problems of the actuator flags.
@@ -208,8 +213,13 @@ func pauser(cfg *config, logger log.Logger) (tuner.NamedActuator, error) {
 	if exe, err := os.Executable(); err == nil {
 		watchdog = []string{exe, pause.WatchdogArg}
 	}
+	// A supervised exporter's watchdog is its supervisor (supervise.go).
+	sup, err := pause.TakeSupervised()
+	if err != nil {
+		return tuner.NamedActuator{}, err
+	}
 	p, err := pause.Detect(pause.Options{Period: a.PausePeriod, MaxPause: a.PauseMax, ProcRoot: cfg.ProcRoot,
-		Clock: gpu.RealClock{}, Logger: log.With(logger, "component", "pause"), Watchdog: watchdog}, a.PauseCgroupRoot)
+		Clock: gpu.RealClock{}, Logger: log.With(logger, "component", "pause"), Watchdog: watchdog, Supervisor: sup}, a.PauseCgroupRoot)
 	if err != nil {
 		return tuner.NamedActuator{}, err
 	}

@@ -35,6 +35,12 @@ func main() {
 		// The pause actuator's watchdog (gpu/pause), run by the exporter.
 		os.Exit(pause.RunWatchdog(os.Stdin, os.Stderr))
 	}
+	// An exporter its supervisor started takes the watchdog pipe it was
+	// given before it starts any program, which must not inherit it
+	// (supervise.go).
+	if _, err := pause.TakeSupervised(); err != nil {
+		fmt.Fprintf(os.Stderr, "vgpu_exporter: %v\n", err)
+	}
 	if len(os.Args) >= 2 && os.Args[1] == journalCommand {
 		os.Exit(runJournal(os.Args[2:], os.Stdout, os.Stderr, time.Now))
 	}
@@ -70,7 +76,13 @@ func run(ctx context.Context, app *kingpin.Application, args []string, stdout, s
 		fmt.Fprintf(stderr, "vgpu_exporter: %v\n", err)
 		return 2
 	}
+	if status, ok := superviseIfPausing(cfg, args, stderr); ok {
+		return status // (the exporter was this process's child)
+	}
 	startupInfo(logger, cfg)
+	if pause.Supervised() {
+		level.Info(logger).Log("msg", "supervised: this process's parent, the container's first process, runs the pause watchdog and reaps orphaned processes", "ppid", os.Getppid())
+	}
 	notifyStarting(logger, cfg)
 
 	// Signals are caught before anything that may block (reading the web

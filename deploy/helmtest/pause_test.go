@@ -11,11 +11,13 @@ import (
 )
 
 // Pausing batch tenants (tuner.pause): the knob's flags in any active
-// mode; the node's cgroup hierarchy mounted read-write only in enforce,
-// and CAP_KILL (to stop a process group of the host or another pod) only
-// in enforce with hostPID: in its own PID namespace the exporter sees no
-// such process, and signals its own children as their uid without it;
-// nothing with the tuner off or the pause disabled.
+// mode; the node's cgroup hierarchy mounted read-write and
+// --pause.supervise (the first process runs the watchdog, which outlives
+// the exporter) only in enforce, and CAP_KILL (to stop a process group of
+// the host or another pod) only in enforce with hostPID: in its own PID
+// namespace the exporter sees no such process, and signals its own
+// children as their uid without it; nothing with the tuner off or the
+// pause disabled.
 func TestPause(t *testing.T) {
 	c := loadChart(t)
 	for _, tc := range []struct {
@@ -23,7 +25,7 @@ func TestPause(t *testing.T) {
 		tuner   map[string]any
 		hostPID bool
 		knob    bool
-		mount   bool
+		mount   bool // the node's cgroups mounted, and --pause.supervise
 		caps    []corev1.Capability
 		cgroups string // --pause.cgroup-root's value; "-" for no flag
 	}{
@@ -55,6 +57,9 @@ func TestPause(t *testing.T) {
 				if v, ok := strings.CutPrefix(a, "--pause.cgroup-root="); ok {
 					root = v
 				}
+			}
+			if got := slices.Contains(exp.Args, "--pause.supervise"); got != tc.mount {
+				t.Errorf("args %q: --pause.supervise %v, want %v (only where the pod pauses)", args, got, tc.mount)
 			}
 			if root != tc.cgroups {
 				t.Errorf("--pause.cgroup-root %q, want %q", root, tc.cgroups)

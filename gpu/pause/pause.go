@@ -88,6 +88,11 @@ type Options struct {
 	// when this process dies or a freeze outlives its lease. None when
 	// empty: a crash then leaves a tenant paused until the next start.
 	Watchdog []string
+	// Supervisor is the pipe to the watchdog of this process's supervisor
+	// (TakeSupervised), which outlives it: used in place of starting
+	// Watchdog, and never closed (its end is this process's exit); one
+	// found gone is replaced by a Watchdog started.
+	Supervisor io.Writer
 
 	// startWatchdog replaces the watchdog process in tests.
 	startWatchdog func() (io.WriteCloser, func() error, error)
@@ -183,6 +188,9 @@ func New(o Options) (*Pauser, error) {
 	}
 	if o.startWatchdog == nil && len(o.Watchdog) > 0 {
 		o.startWatchdog = watchdogCommand(o.Watchdog)
+	}
+	if o.Supervisor != nil {
+		o.startWatchdog = supervisorPipe(o.Supervisor, o.startWatchdog)
 	}
 	self, _ := o.getpgid(os.Getpid())
 	p := &Pauser{o: o, tenants: map[string]*pulse{}, r: resolver{

@@ -41,10 +41,12 @@ import (
 // its end too) the watchdog thaws every group still frozen and exits; a
 // lease that runs out (the parent hangs) thaws its group. So a crash
 // mid-pulse leaves the tenant paused for milliseconds, a hung parent for
-// at most the lease, which is shorter than one period. Only a kill of the
-// watchdog itself together with its parent (a container's or a unit's
-// whole cgroup killed) leaves the tenant to the journal's thaw at the next
-// start. One that dies alone is started again at the next lease, at most
+// at most the lease, which is shorter than one period. Where the exporter
+// is its container's main process, a child dies with it: there the
+// watchdog is that process, the supervisor, and the exporter its child
+// (supervise.go). Only a kill of the watchdog itself together with its
+// parent (a container's or a unit's whole cgroup killed) leaves the tenant
+// to the journal's thaw at the next start. One that dies alone is started again at the next lease, at most
 // once a period (watchdog.every).
 
 // WatchdogArg is the hidden argument that runs the exporter as the

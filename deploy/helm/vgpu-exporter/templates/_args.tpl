@@ -178,5 +178,8 @@ meta, kubeletCA, saDir, hasTenants, web, mps, pause, pauseHost).
 - --pause.max={{ $t.pause.max }}
 {{- end }}
 - --pause.cgroup-root={{ if $pauseHost }}/host/sys/fs/cgroup{{ end }}
+{{- if $pauseHost }}
+- --pause.supervise
+{{- end }}
 {{- end }}
 {{- end -}}

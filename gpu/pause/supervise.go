@@ -1,0 +1,200 @@
+package pause
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/reap"
+)
+
+// The supervisor keeps the watchdog alive where the exporter is its
+// container's main process. A watchdog that is the exporter's child dies
+// with it there: when the first process of a PID namespace exits (a
+// container of its own, the chart's default), the kernel kills every other
+// process of the namespace, and a container runtime kills the rest of a
+// container whose main process exited (hostPID). The supervisor turns the
+// roles round: the first process stays small and runs the watchdog loop
+// (watch) itself, and the exporter runs as its child (the same binary,
+// the same arguments), writing its lines to a pipe it inherits as fd
+// SupervisedFD, named in its environment (SuperviseEnv). When the pipe
+// ends (the exporter exited, however), the supervisor thaws what is still
+// frozen, waits for it and exits with its exit status. It forwards the
+// termination signals to the exporter, and reaps the orphans that reach
+// it (the first process of a namespace, or a subreaper).
+
+// SuperviseEnv, in an exporter's environment, says that its supervisor
+// started it and gave it the watchdog pipe's write end as fd SupervisedFD.
+const SuperviseEnv = "VGPU_EXPORTER_PAUSE_SUPERVISED"
+
+// SupervisedFD is the fd of the watchdog pipe in a supervised exporter
+// (the first of exec.Cmd's ExtraFiles).
+const SupervisedFD = 3
+
+// supervisorBackstop is how often the supervisor looks for orphans whose
+// SIGCHLD it missed (signals coalesce).
+const supervisorBackstop = 10 * time.Second
+
+// inherited is the supervisor's pipe this process took (TakeSupervised).
+var inherited = sync.OnceValues(func() (io.Writer, error) {
+	v, ok := os.LookupEnv(SuperviseEnv)
+	if !ok {
+		return nil, nil
+	}
+	// (not passed on: a program this process starts is no supervised
+	// exporter)
+	os.Unsetenv(SuperviseEnv)
+	if v != strconv.Itoa(SupervisedFD) {
+		return nil, fmt.Errorf("%s=%q: the supervisor gives fd %d", SuperviseEnv, v, SupervisedFD)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(SupervisedFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return nil, fmt.Errorf("%s: fd %d is not the supervisor's pipe (%v)", SuperviseEnv, SupervisedFD, err)
+	}
+	// A program this process starts (a hook, a control program) must not
+	// inherit it: the supervisor would wait for its end, the pipe's, to
+	// thaw what is frozen.
+	syscall.CloseOnExec(SupervisedFD)
+	return os.NewFile(SupervisedFD, "pause-supervisor"), nil
+})
+
+// TakeSupervised returns the write end of the watchdog pipe this process
+// was started with by its supervisor (Supervise), nil where it was not;
+// an error where SuperviseEnv names no such pipe. The first call takes
+// it (call it before the process starts any program); every call returns
+// the same.
+func TakeSupervised() (io.Writer, error) { return inherited() }
+
+// Supervised says whether this process was started by a supervisor.
+func Supervised() bool {
+	w, _ := inherited()
+	return w != nil
+}
+
+// supervisorPipe is the watchdog of a supervised exporter: the first
+// start is the supervisor's pipe w, which outlives every Pauser of the
+// process and is never closed (its end is the process's); a start after
+// it was found gone (the supervisor gone) is next's, where there is one.
+func supervisorPipe(w io.Writer, next func() (io.WriteCloser, func() error, error)) func() (io.WriteCloser, func() error, error) {
+	used := false
+	return func() (io.WriteCloser, func() error, error) {
+		if !used {
+			used = true
+			return nopCloser{w}, func() error { return nil }, nil
+		}
+		if next == nil {
+			return nil, nil, errors.New("pause watchdog: the supervisor's pipe is gone")
+		}
+		return next()
+	}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+// Supervise runs exe with args as the supervised exporter and the
+// watchdog on its pipe until it exits; it returns the exporter's exit
+// status (128+n for a death by signal n), or 1 where the exporter cannot
+// be started, the reason written to stderr.
+func Supervise(exe string, args []string, stderr io.Writer) int {
+	if os.Getpid() != 1 {
+		// the exporter's orphans come here, not to the host's init
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			fmt.Fprintf(stderr, "pause supervisor: cannot become the subreaper of the exporter's orphans: %v\n", err)
+		}
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(stderr, "pause supervisor: cannot make the watchdog pipe: %v\n", err)
+		return 1
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), SuperviseEnv+"="+strconv.Itoa(SupervisedFD))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{w} // (fd 3: SupervisedFD)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	if reap.Supported {
+		ctx, cancel := context.WithCancel(context.Background())
+		tick := time.NewTicker(supervisorBackstop)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			reap.Loop(ctx, tick.C, func(reap.Reaped) {})
+		}()
+		defer func() {
+			cancel()
+			<-done
+			tick.Stop()
+		}()
+	}
+	return supervise(cmd, r, w, sigs, gpu.RealClock{}, syscall.Kill, stderr)
+}
+
+// supervise starts cmd, whose watchdog pipe is r (read here) and w (its
+// write end, cmd's), passes it the signals of sigs and runs the watchdog
+// on r until the pipe ends; then it waits for cmd and returns its exit
+// status.
+func supervise(cmd *exec.Cmd, r io.ReadCloser, w io.Closer, sigs <-chan os.Signal, clock gpu.Clock, kill func(int, syscall.Signal) error, stderr io.Writer) int {
+	waited, err := reap.Start(cmd)
+	w.Close() // (the exporter's alone now: its exit ends the pipe)
+	if err != nil {
+		r.Close()
+		fmt.Fprintf(stderr, "pause supervisor: cannot start the exporter %s: %v\n", cmd.Path, err)
+		return 1
+	}
+	exited := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		waited()
+		exited <- err
+	}()
+	watched := make(chan error, 1)
+	go func() {
+		defer r.Close()
+		watched <- watch(r, clock, kill)
+	}()
+	status := -1
+	for status < 0 || watched != nil {
+		select {
+		case s := <-sigs:
+			if status < 0 {
+				_ = cmd.Process.Signal(s) // (one that exited already: its status comes)
+			}
+		case err := <-watched:
+			if err != nil {
+				fmt.Fprintf(stderr, "pause supervisor: %v\n", err)
+			}
+			watched = nil
+		case err := <-exited:
+			status = exitStatus(cmd, err)
+			exited = nil
+		}
+	}
+	return status
+}
+
+// exitStatus is the exit status of cmd, which Wait returned err: a death
+// by signal n is 128+n, as a shell gives it.
+func exitStatus(cmd *exec.Cmd, err error) int {
+	if cmd.ProcessState == nil {
+		return 1 // (not waited for: err says why)
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return cmd.ProcessState.ExitCode()
+}
