@@ -25,8 +25,14 @@ type tenantAcc struct {
 	// smW and memW are busy and memBusy, each sample weighted by the
 	// context's fitted footprint (see gpuFit.fit).
 	smW, memW float64
-	memBytes  uint64
-	memBytesN int
+	// memBytes sums the used memory of its processes (and vGPU VMs) that
+	// the readings give; memBytesN counts them, memUnknown counts its
+	// processes whose used memory the driver did not report (NVML's "not
+	// available": no permission, or a container in its own PID
+	// namespace).
+	memBytes   uint64
+	memBytesN  int
+	memUnknown int
 	// reserve sums the reservations of its MPS clients and vGPU VMs
 	// (Usage.Reservation); reserveN counts them.
 	reserve   float64
@@ -62,8 +68,14 @@ func (a *tenantAcc) addProcess(p *gpu.Process, sub *subject) {
 	if p.UsedMemoryBytes != nil {
 		a.memBytes += *p.UsedMemoryBytes
 		a.memBytesN++
+	} else {
+		a.memUnknown++
 	}
 }
+
+// memKnown says whether the memory its processes hold is known: every
+// one's was read (none: it holds none).
+func (a *tenantAcc) memKnown() bool { return a.memUnknown == 0 }
 
 // addReserve adds the reservation of one MPS client or vGPU VM, a part
 // of the GPU (at most all of it).
@@ -179,6 +191,7 @@ func (b *Builder) newUsage(compiled *compiledConfig, d *gpu.Device, a *tenantAcc
 		GPUInstance:     a.gi,
 		Processes:       a.procs,
 		MemoryUsedBytes: a.memBytes,
+		MemoryUnknown:   !a.memKnown(),
 		PIDs:            sortedPIDs(a.pids),
 		VMPIDs:          sortedPIDs(a.vmPIDs),
 		Workloads:       sortedWorkloads(a.workloads),
@@ -247,13 +260,13 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		}
 		held := make(map[string]migHeld, len(perTenant.byTenant))
 		for _, a := range perTenant.byTenant {
-			held[a.tenant] = migHeld{a.memBytes, a.memBytesN > 0, a.procs}
+			held[a.tenant] = migHeld{a.memBytes, a.memKnown(), a.procs}
 		}
 		// a tenant a selector gives the instance (a conflict between two
 		// selectors included: unassigned) holds it while it is idle
 		idleOwner := len(held) == 0 && (owner != Unassigned || len(compiled.matching(isub)) > 1)
 		if idleOwner {
-			held[owner] = migHeld{}
+			held[owner] = migHeld{memKnown: true}
 			perTenant.get(owner, gi)
 		}
 		curT.mig[inst.UUID] = held
@@ -281,8 +294,11 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 			u := b.newUsage(compiled, d, a, method)
 			u.SMActive = fs.scaled(inst.Activity.SMActive, w[i])
 			u.DRAMActive = fs.scaled(inst.Activity.DRAMActive, w[i])
-			if len(accs) == 1 && a.memBytesN == 0 && (a.procs > 0 || idleOwner) {
-				u.MemoryUsedBytes = inst.MemoryUsedBytes
+			if len(accs) == 1 && (idleOwner || !a.memKnown() && inst.MemoryTotalBytes > 0) {
+				// it holds the instance idle, or its processes' memory
+				// is not all reported: the instance's own (of an idle
+				// one, known read or not: it has no process to hold any)
+				u.MemoryUsedBytes, u.MemoryUnknown = inst.MemoryUsedBytes, false
 			}
 			out = append(out, u)
 		}

@@ -1,0 +1,39 @@
+package collector
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// A process whose used memory the driver does not report (NVML's "not
+// available": without permission, or from a container in its own PID
+// namespace) left its tenant's memory served as 0 and its memory
+// byte-seconds growing by nothing: now both series are absent, not 0,
+// while a tenant whose processes' memory was reported keeps its own.
+func TestTenantMemoryUnknownAbsent(t *testing.T) {
+	snap := meterTwoSamples(t, "tenants:\n  - {name: chat, selectors: [{executable: vllm}]}\n  - {name: batch, selectors: [{executable: train}]}\n", func(energy float64) gpu.Device {
+		return gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingTimeSlice, SMCount: 132,
+			MemoryTotalBytes: 80 << 30, MemoryUsedBytes: 32 << 30, EnergyJoules: gpu.Float(energy),
+			Activity: gpu.Activity{SMActive: gpu.Float(0.5)},
+			Processes: []gpu.Process{
+				{PID: 7, Name: "vllm", UID: -1, GPUInstanceID: -1, SMUtil: gpu.Float(0.5)}, // memory not reported
+				{PID: 8, Name: "train", UID: -1, GPUInstanceID: -1, SMUtil: gpu.Float(0.25), UsedMemoryBytes: gpu.Uint(2 << 30)},
+			}}
+	})
+	want := `
+# HELP vgpu_tenant_memory_used_bytes Device memory held by the tenant's processes on the GPU (or MIG instance); absent where the driver does not report it.
+# TYPE vgpu_tenant_memory_used_bytes gauge
+vgpu_tenant_memory_used_bytes{class="best-effort",gpu="0",gpu_instance="",tenant="batch",uuid="GPU-0"} 2.147483648e+09
+# HELP vgpu_tenant_memory_byte_seconds_total Device memory held by the tenant integrated over time since the exporter started (divide by 2^30 for GiB-seconds), over the samples that know it; absent while no sample has known it.
+# TYPE vgpu_tenant_memory_byte_seconds_total counter
+vgpu_tenant_memory_byte_seconds_total{gpu="0",tenant="batch",uuid="GPU-0"} 2.147483648e+10
+`
+	if err := testutil.CollectAndCompare(newExporter(t, snap, "tenant"), strings.NewReader(want),
+		"vgpu_tenant_memory_used_bytes", "vgpu_tenant_memory_byte_seconds_total"); err != nil {
+		t.Error(err)
+	}
+}
