@@ -37,3 +37,25 @@ vgpu_tenant_memory_byte_seconds_total{gpu="0",tenant="batch",uuid="GPU-0"} 2.147
 		t.Error(err)
 	}
 }
+
+// A tenant's kernel-busy series vanished whenever the GPU was idle,
+// though NVML answered that no process ran a kernel over the interval
+// (gpu.Device.NoProcessSamples): it is served 0 then.
+func TestTenantKernelBusyZeroWhileIdle(t *testing.T) {
+	snap := meterTwoSamples(t, "tenants:\n  - {name: chat, selectors: [{executable: vllm}]}\n", func(energy float64) gpu.Device {
+		d := gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingTimeSlice, MemoryTotalBytes: 80 << 30, GPUUtil: gpu.Float(0.5),
+			Processes: []gpu.Process{{PID: 7, Name: "vllm", UID: -1, GPUInstanceID: -1, SMUtil: gpu.Float(0.5), UsedMemoryBytes: gpu.Uint(1 << 30)}}}
+		if energy > 0 { // the second sample: idle
+			d.GPUUtil, d.Processes[0].SMUtil, d.NoProcessSamples = gpu.Float(0), nil, true
+		}
+		return d
+	})
+	want := `
+# HELP vgpu_tenant_kernel_busy_ratio Fraction of the sample interval during which a kernel of the tenant ran on the GPU, however many SMs it filled (NVML process or vGPU utilization); tenants may add up to more than 1 under MPS.
+# TYPE vgpu_tenant_kernel_busy_ratio gauge
+vgpu_tenant_kernel_busy_ratio{class="best-effort",gpu="0",gpu_instance="",tenant="chat",uuid="GPU-0"} 0
+`
+	if err := testutil.CollectAndCompare(newExporter(t, snap, "tenant"), strings.NewReader(want), "vgpu_tenant_kernel_busy_ratio"); err != nil {
+		t.Error(err)
+	}
+}

@@ -22,6 +22,9 @@ type tenantAcc struct {
 	// with memory traffic; busyN and memBusyN count the samples.
 	busy, memBusy   float64
 	busyN, memBusyN int
+	// ctxN counts its utilization contexts (processes, vGPU VMs) on a
+	// shared device, sampled or not.
+	ctxN int
 	// smW and memW are busy and memBusy, each sample weighted by the
 	// context's fitted footprint (see gpuFit.fit).
 	smW, memW float64
@@ -96,9 +99,10 @@ func (a *tenantAcc) processCtx(p *gpu.Process) ctxUtil {
 	return c
 }
 
-// addUtil adds a context's kernel-busy and memory-busy samples (either may
-// be absent), weighted by its footprints.
+// addUtil counts a context and adds its kernel-busy and memory-busy
+// samples (either may be absent), weighted by its footprints.
 func (a *tenantAcc) addUtil(c *ctxUtil) {
+	a.ctxN++
 	if c.sm != nil {
 		a.busy += *c.sm
 		a.smW += *c.sm * c.smFoot
@@ -439,8 +443,14 @@ func (b *Builder) sharedShares(compiled *compiledConfig, sd *sharedDevice) []Usa
 	fs := make(floats, 0, 5*len(accs))
 	for i, a := range accs {
 		u := b.newUsage(compiled, d, a, Apportioned)
-		if a.busyN > 0 {
+		switch {
+		case a.busyN > 0:
 			u.KernelBusy = fs.ptr(clamp01(a.busy))
+		case d.NoProcessSamples && a.ctxN > 0:
+			// no process sample over the interval and the GPU's own
+			// utilization 0: none of its contexts ran a kernel, 0 known
+			// (not absent: the series would come and go with the load)
+			u.KernelBusy = fs.ptr(0)
 		}
 		u.SMActive = fs.scaled(d.Activity.SMActive, smShare[i])
 		u.DRAMActive = fs.scaled(d.Activity.DRAMActive, memShare[i])
