@@ -230,9 +230,11 @@ func sortedPIDs(p []uint32) []uint32 {
 // (processes of several sharing it, or one leaving while another stays or
 // comes), its activity is split by the used memory each held over the
 // interval, a rule and not a measurement (Apportioned). (NVML has no
-// per-process utilization on MIG GPUs.) An instance without processes at
-// either end that no selector names is nobody's: no usage, so its time
-// and energy stay idle.
+// per-process utilization on MIG GPUs.) While its process list is refused
+// its tenants of the sample before are carried forward (Apportioned: who
+// had it is not read). An instance without processes at either end that
+// no selector names is nobody's: no usage, so its time and energy stay
+// idle.
 func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device) []Usage {
 	var out []Usage
 	byGI := map[int][]*gpu.Process{}
@@ -266,6 +268,18 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		for _, a := range perTenant.byTenant {
 			held[a.tenant] = migHeld{a.memBytes, a.memKnown(), a.procs}
 		}
+		prevHeld, known := prevT.instance(inst.UUID)
+		if inst.ProcessesUnread {
+			// its process list refused: who holds it is not known, and
+			// its holders are not known to have left. They are carried
+			// forward with what they held, their memory now not known.
+			for tn, h := range prevHeld {
+				if _, ok := held[tn]; !ok {
+					held[tn] = h
+					perTenant.get(tn, gi).memUnknown++
+				}
+			}
+		}
 		// a tenant a selector gives the instance (a conflict between two
 		// selectors included: unassigned) holds it while it is idle
 		idleOwner := len(held) == 0 && (owner != Unassigned || len(compiled.matching(isub)) > 1)
@@ -275,7 +289,6 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		}
 		curT.mig[inst.UUID] = held
 		// the tenants that left during the interval ran in it
-		prevHeld, known := prevT.instance(inst.UUID)
 		for tn := range prevHeld {
 			perTenant.get(tn, gi)
 		}
@@ -283,14 +296,17 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 			if !active(inst.Activity) {
 				continue // nobody's, and idle
 			}
-			// processes that came and went between two samples: no
-			// tenant is known to give their activity to
+			// processes that came and went between two samples (or
+			// that a refused list hides): no tenant is known to give
+			// their activity to
 			perTenant.get(Unassigned, gi)
 		}
 		accs := sortedAccs(perTenant)
-		w := intervalWeights(accs, prevHeld, known)
+		w := intervalWeights(accs, held, prevHeld, known)
 		method := Measured
-		if len(accs) > 1 {
+		if len(accs) > 1 || inst.ProcessesUnread {
+			// several had it, or who had it is not known (its list
+			// refused): the instance's counters are given by a rule
 			method = Apportioned
 		}
 		fs := make(floats, 0, 2*len(accs))
