@@ -59,3 +59,20 @@ vgpu_tenant_kernel_busy_ratio{class="best-effort",gpu="0",gpu_instance="",tenant
 		t.Error(err)
 	}
 }
+
+// The context switches a tenant was counted on a GPU were served, kept,
+// after the GPU went to MIG mode, where the metric is absent (not counted
+// per instance).
+func TestTenantContextSwitchesAbsentOnMIG(t *testing.T) {
+	snap := meterTwoSamples(t, "tenants:\n  - {name: chat, selectors: [{executable: vllm}]}\n", func(energy float64) gpu.Device {
+		if energy == 0 { // the first sample: time-sliced
+			return gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingTimeSlice, ContextSwitchesTotal: gpu.Uint(1000),
+				Processes: []gpu.Process{{PID: 7, Name: "vllm", UID: -1, GPUInstanceID: -1, SMUtil: gpu.Float(0.5)}}}
+		}
+		return gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, ContextSwitchesTotal: gpu.Uint(5000),
+			MIG: []gpu.MIGInstance{{UUID: "MIG-1", GPUInstanceID: 1, Activity: gpu.Activity{SMActive: gpu.Float(0.5)}}}}
+	})
+	if err := testutil.CollectAndCompare(newExporter(t, snap, "tenant"), strings.NewReader(""), "vgpu_tenant_context_switches_total"); err != nil {
+		t.Error(err)
+	}
+}

@@ -168,6 +168,7 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 		}
 		seen[d.UUID] = true
 		if shared[di] == nil {
+			b.migContextSwitches(d)
 			out = append(out, b.migUsage(compiled, podMap, d)...)
 			continue
 		}
@@ -509,6 +510,18 @@ func (b *Builder) contextSwitchDelta(d *gpu.Device) (float64, bool) {
 		return float64(cur), true
 	}
 	return float64(cur - prev), true
+}
+
+// migContextSwitches moves the baseline of d's context switches on in MIG
+// mode, where they are no tenant's (not counted per instance): the
+// switches of its MIG period are not the first whole-GPU sample's after
+// it. A counter not read leaves no baseline.
+func (b *Builder) migContextSwitches(d *gpu.Device) {
+	if d.ContextSwitchesTotal == nil {
+		delete(b.attr.prevCS, d.UUID)
+		return
+	}
+	b.attr.prevCS[d.UUID] = *d.ContextSwitchesTotal
 }
 
 // addCS adds n (not negative) to the tenant's accumulated context
