@@ -76,3 +76,25 @@ func TestTenantContextSwitchesAbsentOnMIG(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A process of a MIG GPU placed in no instance has memory and a process
+// count only: it was served a figure_info of method measured, for
+// figures nothing measured. Only the instance's tenant has one now.
+func TestTenantFigureInfoNotForUnplacedMIGProcess(t *testing.T) {
+	snap := meterTwoSamples(t, "tenants:\n  - {name: chat, selectors: [{executable: vllm}]}\n  - {name: batch, selectors: [{executable: train}]}\n", func(float64) gpu.Device {
+		return gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true,
+			MIG: []gpu.MIGInstance{{UUID: "MIG-1", GPUInstanceID: 1, Activity: gpu.Activity{SMActive: gpu.Float(0.5)}}},
+			Processes: []gpu.Process{
+				{PID: 7, Name: "vllm", UID: -1, GPUInstanceID: 1, UsedMemoryBytes: gpu.Uint(1 << 30)},
+				{PID: 8, Name: "train", UID: -1, GPUInstanceID: -1, UsedMemoryBytes: gpu.Uint(1 << 30)}, // in no instance
+			}}
+	})
+	want := `
+# HELP vgpu_tenant_figure_info How the tenant's SM, DRAM and context-switch figures on the GPU (or MIG instance) are obtained: method measured (the counters of a MIG instance the tenant has alone) or apportioned (the GPU's, or a shared MIG instance's, counters split among its tenants); always 1.
+# TYPE vgpu_tenant_figure_info gauge
+vgpu_tenant_figure_info{class="best-effort",gpu="0",gpu_instance="1",method="measured",tenant="chat",uuid="GPU-0"} 1
+`
+	if err := testutil.CollectAndCompare(newExporter(t, snap, "tenant"), strings.NewReader(want), "vgpu_tenant_figure_info"); err != nil {
+		t.Error(err)
+	}
+}

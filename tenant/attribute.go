@@ -325,14 +325,16 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		}
 	}
 	if len(loose) > 0 {
-		// processes the readings do not place in an instance: memory only
+		// processes the readings do not place in an instance: memory
+		// only, no SM, DRAM or context-switch figure to say how it was
+		// obtained (no method)
 		perTenant := &devAcc{byTenant: map[accKey]*tenantAcc{}}
 		for _, p := range loose {
 			sub := b.processSubject(compiled, podMap, d, p, nil)
 			perTenant.get(b.attribute(compiled, sub), "").addProcess(p, sub)
 		}
 		for _, a := range sortedAccs(perTenant) {
-			out = append(out, b.newUsage(compiled, d, a, Measured))
+			out = append(out, b.newUsage(compiled, d, a, ""))
 		}
 	}
 	return out

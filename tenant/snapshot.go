@@ -157,7 +157,9 @@ type Usage struct {
 	// share it; on a MIG instance it is Measured when one tenant had the
 	// instance over the sample's interval and Apportioned when several had
 	// it in the interval (their split is by the memory each held over it)
-	// or its process list was refused (its tenants carried forward).
+	// or its process list was refused (its tenants carried forward). It
+	// is "" for processes of a MIG GPU the readings place in no instance
+	// (GPUInstance ""), whose usage has memory only.
 	Method Method
 	// SMActive is the tenant's share of the SM activity of the GPU (or MIG
 	// instance), 0-1 of it; nil if the device figure is unknown. The
