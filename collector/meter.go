@@ -25,7 +25,7 @@ func (c *tenantCollector) addMeters() {
 	m.unattributedEnergy = c.add("tenant_idle_unattributed_energy_joules_total", "The part of vgpu_tenant_idle_energy_joules_total over samples whose activity is not known (a MIG GPU without GPM or DCGM profiling figures, a whole GPU with neither SM activity, a per-process figure nor NVML's answer that no process ran): what the tenants' known activity leaves, not known to be idle, so no rule hands it to a tenant.", "gpu", "uuid")
 	m.usedSeconds = c.add("tenant_gpu_used_seconds_total", "GPU time the tenant used since the exporter started: time weighted by its share of the GPU's activity, over the samples that know it; absent while no sample has known it.", l...)
 	m.reservedSeconds = c.add("tenant_gpu_reserved_seconds_total", "GPU time the tenant held since the exporter started: time weighted by what it holds of the GPU (its MIG instance's part of the SMs, its MPS active-thread cap, its vGPU profile's part of the memory, scaled down where they add up to more than the GPU; an equal part of what those leave of a shared GPU).", l...)
-	m.memorySeconds = c.add("tenant_memory_byte_seconds_total", "Device memory held by the tenant integrated over time since the exporter started (divide by 2^30 for GiB-seconds).", l...)
+	m.memorySeconds = c.add("tenant_memory_byte_seconds_total", "Device memory held by the tenant integrated over time since the exporter started (divide by 2^30 for GiB-seconds), over the samples that know it; absent while no sample has known it.", l...)
 	m.gpuMemorySeconds = c.add("gpu_memory_used_byte_seconds_total", "The GPU's used memory integrated over the samples metered since the exporter started; what the tenants' vgpu_tenant_memory_byte_seconds_total leave of it is memory no tenant's process holds (the driver's reserve, where the backend counts it as used).", "gpu", "uuid")
 	m.cost = c.add("tenant_cost_total", "Cost charged to the tenant since the exporter started, in the currency's base unit, at the prices in force at each sample: component gpu_time is its reserved GPU-seconds at the price per GPU-hour / 3600, component energy its apportioned joules at the price per kWh / 3.6e6. With vgpu_tenant_idle_cost_total the tenants add up to the GPU's time and energy at the prices.", "tenant", "gpu", "uuid", "currency", "component")
 	m.idleCost = c.add("tenant_idle_cost_total", "Cost of the GPU since the exporter started that no tenant is charged for, in the currency's base unit: component gpu_time is the GPU time no tenant held, component energy the idle energy (vgpu_tenant_idle_energy_joules_total), at the prices in force at each sample.", "gpu", "uuid", "currency", "component")
@@ -87,8 +87,8 @@ func (c *tenantCollector) updateMeters(e *emitter, snap *tenant.Snapshot) {
 		}
 		lv := []string{t.Tenant, itoa(t.GPU), t.UUID}
 		// a tenant's energy and used time whose activity is not known,
-		// and its time held where its part of the GPU is not, are
-		// absent, not 0
+		// its time held where its part of the GPU is not, and its memory
+		// time while no sample has known its memory, are absent, not 0
 		energy := energyKnown[t.UUID] && !t.EnergyUnknown
 		if energy {
 			e.counter(m.energy, t.EnergyJoules, lv...)
@@ -99,7 +99,9 @@ func (c *tenantCollector) updateMeters(e *emitter, snap *tenant.Snapshot) {
 		if !t.ReservedUnknown {
 			e.counter(m.reservedSeconds, t.GPUSecondsReserved, lv...)
 		}
-		e.counter(m.memorySeconds, t.MemoryByteSeconds, lv...)
+		if !t.MemoryUnknown {
+			e.counter(m.memorySeconds, t.MemoryByteSeconds, lv...)
+		}
 		e.costs(m.cost, t.Costs, energy, !t.ReservedUnknown, lv...)
 	}
 }

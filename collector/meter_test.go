@@ -121,7 +121,7 @@ func TestMeterReservedUnknownAbsent(t *testing.T) {
 # HELP vgpu_tenant_cost_total Cost charged to the tenant since the exporter started, in the currency's base unit, at the prices in force at each sample: component gpu_time is its reserved GPU-seconds at the price per GPU-hour / 3600, component energy its apportioned joules at the price per kWh / 3.6e6. With vgpu_tenant_idle_cost_total the tenants add up to the GPU's time and energy at the prices.
 # TYPE vgpu_tenant_cost_total counter
 vgpu_tenant_cost_total{component="energy",currency="USD",gpu="0",tenant="small",uuid="GPU-0"} 0.5
-# HELP vgpu_tenant_memory_byte_seconds_total Device memory held by the tenant integrated over time since the exporter started (divide by 2^30 for GiB-seconds).
+# HELP vgpu_tenant_memory_byte_seconds_total Device memory held by the tenant integrated over time since the exporter started (divide by 2^30 for GiB-seconds), over the samples that know it; absent while no sample has known it.
 # TYPE vgpu_tenant_memory_byte_seconds_total counter
 vgpu_tenant_memory_byte_seconds_total{gpu="0",tenant="small",uuid="GPU-0"} 50
 `

@@ -43,7 +43,7 @@ func newTenantCollector(log.Logger) (Collector, error) {
 	c.smActive = c.add("tenant_sm_active_ratio", "The tenant's share of SM activity of the GPU (or MIG instance) over the sample interval; the tenants of a GPU (or instance) add up to its SM active ratio.", l...)
 	c.dramActive = c.add("tenant_dram_active_ratio", "The tenant's share of peak device memory bandwidth of the GPU (or MIG instance) over the sample interval; the tenants of a GPU (or instance) add up to its DRAM active ratio.", l...)
 	c.kernelBusy = c.add("tenant_kernel_busy_ratio", "Fraction of the sample interval during which a kernel of the tenant ran on the GPU, however many SMs it filled (NVML process or vGPU utilization); tenants may add up to more than 1 under MPS.", l...)
-	c.memUsed = c.add("tenant_memory_used_bytes", "Device memory held by the tenant's processes on the GPU (or MIG instance).", l...)
+	c.memUsed = c.add("tenant_memory_used_bytes", "Device memory held by the tenant's processes on the GPU (or MIG instance); absent where the driver does not report it.", l...)
 	c.ctxSwitches = c.add("tenant_context_switches_total", "Context switches of the GPU attributed to the tenant; the tenants of a GPU add up to its context switches' increase over any window in which no tenant was forgotten (a tenant that left keeps its count for --tenants.departed-retention). Not per MIG instance: absent on a MIG GPU.", l...)
 	c.processes = c.add("tenant_processes", "The tenant's processes with a context on the GPU (or MIG instance).", l...)
 	c.target = c.add("tenant_slo_target_seconds", "The tenant's latency objective: a fraction q of requests completes within this time.", "tenant", sloQuantileLabel)
@@ -94,7 +94,11 @@ func (c *tenantCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Met
 		e.optGauge(c.smActive, u.SMActive, lv...)
 		e.optGauge(c.dramActive, u.DRAMActive, lv...)
 		e.optGauge(c.kernelBusy, u.KernelBusy, lv...)
-		e.gauge(c.memUsed, float64(u.MemoryUsedBytes), lv...)
+		if !u.MemoryUnknown {
+			// the driver did not report its processes' memory: absent,
+			// not 0
+			e.gauge(c.memUsed, float64(u.MemoryUsedBytes), lv...)
+		}
 		if u.ContextSwitchesTotal != nil {
 			e.counter(c.ctxSwitches, *u.ContextSwitchesTotal, lv...)
 		}

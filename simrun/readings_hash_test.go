@@ -176,7 +176,8 @@ func TestHashValueSeesEveryField(t *testing.T) {
 var addedSincePin = map[string]bool{"gpu.Device.UnlistedActivity": true, "gpu.MIGInstance.ProfileBuilt": true, "gpu.Device.MIGSMCount": true,
 	"gpu.Device.NoProcessSamples": true, "tenant.Meter.UsedUnknown": true, "tenant.Meter.EnergyUnknown": true, "tenant.Meter.ReservedUnknown": true,
 	"tenant.GPUMeter.UnattributedEnergyJoules": true, "gpu.MIGInstance.OtherComputeInstances": true, "gpu.Device.ProcessesUnread": true,
-	"gpu.Device.MPSProcessesUnread": true, "gpu.MIGInstance.ProcessesUnread": true}
+	"gpu.Device.MPSProcessesUnread": true, "gpu.MIGInstance.ProcessesUnread": true, "tenant.Usage.MemoryUnknown": true,
+	"tenant.Meter.MemoryUnknown": true}
 
 // trackerState are fields of the latency tracker's own life, added since
 // the pinned hashes were written, that the simulator sets at every step

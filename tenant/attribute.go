@@ -22,11 +22,20 @@ type tenantAcc struct {
 	// with memory traffic; busyN and memBusyN count the samples.
 	busy, memBusy   float64
 	busyN, memBusyN int
+	// ctxN counts its utilization contexts (processes, vGPU VMs) on a
+	// shared device, sampled or not.
+	ctxN int
 	// smW and memW are busy and memBusy, each sample weighted by the
 	// context's fitted footprint (see gpuFit.fit).
 	smW, memW float64
-	memBytes  uint64
-	memBytesN int
+	// memBytes sums the used memory of its processes (and vGPU VMs) that
+	// the readings give; memBytesN counts them, memUnknown counts its
+	// processes whose used memory the driver did not report (NVML's "not
+	// available": no permission, or a container in its own PID
+	// namespace).
+	memBytes   uint64
+	memBytesN  int
+	memUnknown int
 	// reserve sums the reservations of its MPS clients and vGPU VMs
 	// (Usage.Reservation); reserveN counts them.
 	reserve   float64
@@ -62,8 +71,14 @@ func (a *tenantAcc) addProcess(p *gpu.Process, sub *subject) {
 	if p.UsedMemoryBytes != nil {
 		a.memBytes += *p.UsedMemoryBytes
 		a.memBytesN++
+	} else {
+		a.memUnknown++
 	}
 }
+
+// memKnown says whether the memory its processes hold is known: every
+// one's was read (none: it holds none).
+func (a *tenantAcc) memKnown() bool { return a.memUnknown == 0 }
 
 // addReserve adds the reservation of one MPS client or vGPU VM, a part
 // of the GPU (at most all of it).
@@ -84,9 +99,10 @@ func (a *tenantAcc) processCtx(p *gpu.Process) ctxUtil {
 	return c
 }
 
-// addUtil adds a context's kernel-busy and memory-busy samples (either may
-// be absent), weighted by its footprints.
+// addUtil counts a context and adds its kernel-busy and memory-busy
+// samples (either may be absent), weighted by its footprints.
 func (a *tenantAcc) addUtil(c *ctxUtil) {
+	a.ctxN++
 	if c.sm != nil {
 		a.busy += *c.sm
 		a.smW += *c.sm * c.smFoot
@@ -152,6 +168,7 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 		}
 		seen[d.UUID] = true
 		if shared[di] == nil {
+			b.migContextSwitches(d)
 			out = append(out, b.migUsage(compiled, podMap, d)...)
 			continue
 		}
@@ -179,6 +196,7 @@ func (b *Builder) newUsage(compiled *compiledConfig, d *gpu.Device, a *tenantAcc
 		GPUInstance:     a.gi,
 		Processes:       a.procs,
 		MemoryUsedBytes: a.memBytes,
+		MemoryUnknown:   !a.memKnown(),
 		PIDs:            sortedPIDs(a.pids),
 		VMPIDs:          sortedPIDs(a.vmPIDs),
 		Workloads:       sortedWorkloads(a.workloads),
@@ -213,9 +231,11 @@ func sortedPIDs(p []uint32) []uint32 {
 // (processes of several sharing it, or one leaving while another stays or
 // comes), its activity is split by the used memory each held over the
 // interval, a rule and not a measurement (Apportioned). (NVML has no
-// per-process utilization on MIG GPUs.) An instance without processes at
-// either end that no selector names is nobody's: no usage, so its time
-// and energy stay idle.
+// per-process utilization on MIG GPUs.) While its process list is refused
+// its tenants of the sample before are carried forward (Apportioned: who
+// had it is not read). An instance without processes at either end that
+// no selector names is nobody's: no usage, so its time and energy stay
+// idle.
 func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gpu.Device) []Usage {
 	var out []Usage
 	byGI := map[int][]*gpu.Process{}
@@ -247,18 +267,29 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		}
 		held := make(map[string]migHeld, len(perTenant.byTenant))
 		for _, a := range perTenant.byTenant {
-			held[a.tenant] = migHeld{a.memBytes, a.memBytesN > 0, a.procs}
+			held[a.tenant] = migHeld{a.memBytes, a.memKnown(), a.procs}
+		}
+		prevHeld, known := prevT.instance(inst.UUID)
+		if inst.ProcessesUnread {
+			// its process list refused: who holds it is not known, and
+			// its holders are not known to have left. They are carried
+			// forward with what they held, their memory now not known.
+			for tn, h := range prevHeld {
+				if _, ok := held[tn]; !ok {
+					held[tn] = h
+					perTenant.get(tn, gi).memUnknown++
+				}
+			}
 		}
 		// a tenant a selector gives the instance (a conflict between two
 		// selectors included: unassigned) holds it while it is idle
 		idleOwner := len(held) == 0 && (owner != Unassigned || len(compiled.matching(isub)) > 1)
 		if idleOwner {
-			held[owner] = migHeld{}
+			held[owner] = migHeld{memKnown: true}
 			perTenant.get(owner, gi)
 		}
 		curT.mig[inst.UUID] = held
 		// the tenants that left during the interval ran in it
-		prevHeld, known := prevT.instance(inst.UUID)
 		for tn := range prevHeld {
 			perTenant.get(tn, gi)
 		}
@@ -266,14 +297,17 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 			if !active(inst.Activity) {
 				continue // nobody's, and idle
 			}
-			// processes that came and went between two samples: no
-			// tenant is known to give their activity to
+			// processes that came and went between two samples (or
+			// that a refused list hides): no tenant is known to give
+			// their activity to
 			perTenant.get(Unassigned, gi)
 		}
 		accs := sortedAccs(perTenant)
-		w := intervalWeights(accs, prevHeld, known)
+		w := intervalWeights(accs, held, prevHeld, known)
 		method := Measured
-		if len(accs) > 1 {
+		if len(accs) > 1 || inst.ProcessesUnread {
+			// several had it, or who had it is not known (its list
+			// refused): the instance's counters are given by a rule
 			method = Apportioned
 		}
 		fs := make(floats, 0, 2*len(accs))
@@ -281,21 +315,26 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 			u := b.newUsage(compiled, d, a, method)
 			u.SMActive = fs.scaled(inst.Activity.SMActive, w[i])
 			u.DRAMActive = fs.scaled(inst.Activity.DRAMActive, w[i])
-			if len(accs) == 1 && a.memBytesN == 0 && (a.procs > 0 || idleOwner) {
-				u.MemoryUsedBytes = inst.MemoryUsedBytes
+			if len(accs) == 1 && (idleOwner || !a.memKnown() && inst.MemoryTotalBytes > 0) {
+				// it holds the instance idle, or its processes' memory
+				// is not all reported: the instance's own (of an idle
+				// one, known read or not: it has no process to hold any)
+				u.MemoryUsedBytes, u.MemoryUnknown = inst.MemoryUsedBytes, false
 			}
 			out = append(out, u)
 		}
 	}
 	if len(loose) > 0 {
-		// processes the readings do not place in an instance: memory only
+		// processes the readings do not place in an instance: memory
+		// only, no SM, DRAM or context-switch figure to say how it was
+		// obtained (no method)
 		perTenant := &devAcc{byTenant: map[accKey]*tenantAcc{}}
 		for _, p := range loose {
 			sub := b.processSubject(compiled, podMap, d, p, nil)
 			perTenant.get(b.attribute(compiled, sub), "").addProcess(p, sub)
 		}
 		for _, a := range sortedAccs(perTenant) {
-			out = append(out, b.newUsage(compiled, d, a, Measured))
+			out = append(out, b.newUsage(compiled, d, a, ""))
 		}
 	}
 	return out
@@ -423,8 +462,14 @@ func (b *Builder) sharedShares(compiled *compiledConfig, sd *sharedDevice) []Usa
 	fs := make(floats, 0, 5*len(accs))
 	for i, a := range accs {
 		u := b.newUsage(compiled, d, a, Apportioned)
-		if a.busyN > 0 {
+		switch {
+		case a.busyN > 0:
 			u.KernelBusy = fs.ptr(clamp01(a.busy))
+		case d.NoProcessSamples && a.ctxN > 0:
+			// no process sample over the interval and the GPU's own
+			// utilization 0: none of its contexts ran a kernel, 0 known
+			// (not absent: the series would come and go with the load)
+			u.KernelBusy = fs.ptr(0)
 		}
 		u.SMActive = fs.scaled(d.Activity.SMActive, smShare[i])
 		u.DRAMActive = fs.scaled(d.Activity.DRAMActive, memShare[i])
@@ -467,6 +512,18 @@ func (b *Builder) contextSwitchDelta(d *gpu.Device) (float64, bool) {
 		return float64(cur), true
 	}
 	return float64(cur - prev), true
+}
+
+// migContextSwitches moves the baseline of d's context switches on in MIG
+// mode, where they are no tenant's (not counted per instance): the
+// switches of its MIG period are not the first whole-GPU sample's after
+// it. A counter not read leaves no baseline.
+func (b *Builder) migContextSwitches(d *gpu.Device) {
+	if d.ContextSwitchesTotal == nil {
+		delete(b.attr.prevCS, d.UUID)
+		return
+	}
+	b.attr.prevCS[d.UUID] = *d.ContextSwitchesTotal
 }
 
 // addCS adds n (not negative) to the tenant's accumulated context

@@ -22,8 +22,9 @@ type KeptCount struct {
 }
 
 // keptContextSwitches are the counts (addCS) of the tenants without usage
-// on a GPU of r that was read and counts context switches, by GPU UUID and
-// tenant. Called with buildMu held.
+// on a GPU of r that was read, is not in MIG mode and counts context
+// switches, by GPU UUID and tenant; a count is kept, not served, while
+// its GPU is in MIG mode. Called with buildMu held.
 func (b *Builder) keptContextSwitches(compiled *compiledConfig, r *gpu.Readings, usage []Usage) []KeptCount {
 	if r == nil || len(b.attr.csAcc) == 0 {
 		return nil
@@ -41,7 +42,8 @@ func (b *Builder) keptContextSwitches(compiled *compiledConfig, r *gpu.Readings,
 	}
 	counting := map[string]int{} // UUID: index
 	for i := range r.Devices {
-		if d := &r.Devices[i]; d.Up && d.ContextSwitchesTotal != nil {
+		// a MIG GPU's counts no tenant's (not per instance): none served
+		if d := &r.Devices[i]; d.Up && d.ContextSwitchesTotal != nil && !d.MIGEnabled && len(d.MIG) == 0 {
 			counting[d.UUID] = d.Index
 		}
 	}

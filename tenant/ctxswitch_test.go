@@ -3,6 +3,7 @@ package tenant
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -84,5 +85,43 @@ func TestKeptContextSwitchesAtZero(t *testing.T) {
 	want := []KeptCount{{Tenant: "train", Class: gpu.ClassBatch, GPU: 0, UUID: "GPU-0", Total: 0}}
 	if !slices.Equal(s.KeptContextSwitches, want) {
 		t.Errorf("train gone: kept %+v, want %+v", s.KeptContextSwitches, want)
+	}
+}
+
+// Across a MIG relayout: the GPU's context switches in MIG mode are no
+// tenant's (not per instance), yet its baseline was moved on only on a
+// whole GPU, so the first whole-GPU sample after the MIG period gave its
+// tenants every switch of that period; and the counts kept of tenants
+// without usage were served on the MIG GPU. Now the MIG period's switches
+// are dropped and no count is served while the GPU is in MIG mode (kept:
+// the tenants back count on from it).
+func TestContextSwitchesAcrossMIGRelayout(t *testing.T) {
+	const tenants = "tenants:\n  - {name: chat, selectors: [{executable: vllm}]}\n  - {name: batch, selectors: [{executable: train}]}\n"
+	b := mustBuilder(t, tenants, BuilderOptions{})
+	whole := func(sec int64, cs uint64) *gpu.Readings {
+		return &gpu.Readings{Time: time.Unix(sec, 0), Interval: time.Second, Devices: []gpu.Device{{
+			Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingTimeSlice, ContextSwitchesTotal: gpu.Uint(cs),
+			Activity: gpu.Activity{SMActive: gpu.Float(0.8)},
+			Processes: []gpu.Process{
+				{PID: 1, Name: "vllm", UID: -1, GPUInstanceID: -1, SMUtil: gpu.Float(0.5)},
+				{PID: 2, Name: "train", UID: -1, GPUInstanceID: -1, SMUtil: gpu.Float(0.5)},
+			}}}}
+	}
+	b.Build(whole(100, 1000), gpu.SamplerStats{})
+	s := b.Build(whole(101, 1100), gpu.SamplerStats{})
+	before := *usageOf(t, s, "chat", "").ContextSwitchesTotal
+	cs := uint64(1100)
+	for sec := int64(102); sec < 105; sec++ { // MIG mode: chat in instance 1, batch gone
+		cs += 10000
+		r := migDevice(sec, 0.7, 0, migProc(1, "vllm", 1, 20*gib))
+		r.Devices[0].ContextSwitchesTotal = gpu.Uint(cs)
+		if s = b.Build(r, gpu.SamplerStats{}); len(s.KeptContextSwitches) != 0 {
+			t.Errorf("MIG mode: counts served %+v, want none", s.KeptContextSwitches)
+		}
+	}
+	s = b.Build(whole(105, cs+100), gpu.SamplerStats{})
+	after := *usageOf(t, s, "chat", "").ContextSwitchesTotal
+	if d := after - before; !near(d, 50) {
+		t.Errorf("first whole-GPU sample after MIG: chat +%v, want +50 (its half of the sample's 100)", d)
 	}
 }

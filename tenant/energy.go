@@ -57,7 +57,10 @@ type Meter struct {
 	// the GPU's, unread), and its time is then held by no tenant.
 	ReservedUnknown bool
 	// MemoryByteSeconds is time weighted by the device memory it held.
+	// MemoryUnknown is the same as UsedUnknown for it: time with the
+	// tenant's memory unknown (Usage.MemoryUnknown) adds nothing.
 	MemoryByteSeconds float64
+	MemoryUnknown     bool
 	// Costs are its GPU time held and its energy at the prices in force
 	// at each sample, one per currency priced so far.
 	Costs []Cost
@@ -133,6 +136,7 @@ const (
 	figUsed figures = 1 << iota
 	figEnergy
 	figReserved
+	figMemory
 )
 
 func newMeterState() meterState {
@@ -152,6 +156,7 @@ func (m *meterState) note(t *Meter, sec float64, known figures) {
 			t.UsedUnknown = known&figUsed == 0
 			t.EnergyUnknown = known&figEnergy == 0
 			t.ReservedUnknown = known&figReserved == 0
+			t.MemoryUnknown = known&figMemory == 0
 			m.seen[k] = known
 		}
 		return
@@ -161,6 +166,7 @@ func (m *meterState) note(t *Meter, sec float64, known figures) {
 	t.UsedUnknown = seen&figUsed == 0 && (t.UsedUnknown || known&figUsed == 0)
 	t.EnergyUnknown = seen&figEnergy == 0 && (t.EnergyUnknown || known&figEnergy == 0)
 	t.ReservedUnknown = seen&figReserved == 0 && (t.ReservedUnknown || known&figReserved == 0)
+	t.MemoryUnknown = seen&figMemory == 0 && (t.MemoryUnknown || known&figMemory == 0)
 }
 
 // meter adds one sample: usage is the sample's attribution. It returns the
@@ -294,11 +300,16 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 		if !d.MIGEnabled || u.GPUInstance == "" || fractionKnown(d, u) {
 			knew |= figReserved
 		}
+		if !u.MemoryUnknown {
+			knew |= figMemory
+		}
 		m.note(t, sec, knew)
 		t.EnergyJoules += e
 		t.GPUSecondsUsed += sec * used[i]
 		t.GPUSecondsReserved += sec * reserved[i]
-		t.MemoryByteSeconds += sec * float64(u.MemoryUsedBytes)
+		if !u.MemoryUnknown {
+			t.MemoryByteSeconds += sec * float64(u.MemoryUsedBytes)
+		}
 		t.Costs = addCost(t.Costs, prices, sec*reserved[i], e)
 	}
 }

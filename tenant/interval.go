@@ -147,20 +147,24 @@ func boundShares(accs []*tenantAcc, share []float64, dev *float64, own func(*ten
 // intervalWeights are the tenants' weights in a MIG instance shared over
 // an interval: the memory each held, the mean of the interval's two ends
 // (a tenant that left holds none at its end, one that came none at its
-// start), or where no memory is known the mean number of its processes;
-// prev is the previous sample's holds (known false: none, when the
-// interval's start is unknown and its end stands for it).
-func intervalWeights(accs []*tenantAcc, prev map[string]migHeld, known bool) []float64 {
+// start), or where the memory of a tenant's processes at either end is
+// not known (an unknown is not weighted as none) the mean number of its
+// processes; cur and prev are this sample's holds and the previous one's
+// (known false: none, when the interval's start is unknown and its end
+// stands for it). A tenant without a hold holds nothing (it came, or
+// left).
+func intervalWeights(accs []*tenantAcc, cur, prev map[string]migHeld, known bool) []float64 {
 	mem, procs := make([]float64, len(accs)), make([]float64, len(accs))
-	memKnown := false
+	memKnown := true
 	for i, a := range accs {
-		p, ok := prev[a.tenant]
+		c, cok := cur[a.tenant]
+		p, pok := prev[a.tenant]
 		if !known {
-			p, ok = migHeld{a.memBytes, a.memBytesN > 0, a.procs}, true
+			p, pok = c, cok
 		}
-		mem[i] = (float64(a.memBytes) + float64(p.memBytes)) / 2
-		procs[i] = float64(a.procs+p.procs) / 2
-		memKnown = memKnown || a.memBytesN > 0 || ok && p.memKnown
+		mem[i] = (float64(c.memBytes) + float64(p.memBytes)) / 2
+		procs[i] = float64(c.procs+p.procs) / 2
+		memKnown = memKnown && (!cok || c.memKnown) && (!pok || p.memKnown)
 	}
 	if w, ok := normalized(mem); ok && memKnown {
 		return w

@@ -298,3 +298,16 @@ func TestSharedTenantLeaves(t *testing.T) {
 		})
 	}
 }
+
+// TestUnplacedMIGProcessHasNoMethod: a process of a MIG GPU the readings
+// place in no instance has a usage with its memory only; it was given the
+// method measured, for figures nothing measured. It has none now (no
+// vgpu_tenant_figure_info).
+func TestUnplacedMIGProcessHasNoMethod(t *testing.T) {
+	b := mustBuilder(t, memTenants, BuilderOptions{})
+	s := b.Build(migDevice(100, 0.7, 0, migProc(1, "vllm", -1, 2*gib)), gpu.SamplerStats{})
+	u := usageOf(t, s, "chat", "")
+	if u.Method != "" || u.SMActive != nil || u.DRAMActive != nil || u.MemoryUsedBytes != 2*gib {
+		t.Errorf("unplaced process: method %q, SM %v, DRAM %v, memory %d; want no method nor figure, 2 GiB", u.Method, u.SMActive, u.DRAMActive, u.MemoryUsedBytes)
+	}
+}

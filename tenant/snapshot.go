@@ -156,7 +156,10 @@ type Usage struct {
 	// obtained. On a whole GPU it is Apportioned, however many tenants
 	// share it; on a MIG instance it is Measured when one tenant had the
 	// instance over the sample's interval and Apportioned when several had
-	// it in the interval (their split is by the memory each held over it).
+	// it in the interval (their split is by the memory each held over it)
+	// or its process list was refused (its tenants carried forward). It
+	// is "" for processes of a MIG GPU the readings place in no instance
+	// (GPUInstance ""), whose usage has memory only.
 	Method Method
 	// SMActive is the tenant's share of the SM activity of the GPU (or MIG
 	// instance), 0-1 of it; nil if the device figure is unknown. The
@@ -171,8 +174,17 @@ type Usage struct {
 	// over its processes, at most 1), however many SMs it filled; nil on
 	// MIG GPUs and where unknown. Tenants' figures may add up to more than
 	// 1 (MPS runs them at once).
-	KernelBusy      *float64
+	KernelBusy *float64
+	// MemoryUsedBytes is the device memory held by the tenant's processes
+	// (its vGPU VMs' framebuffer; the MIG instance's used memory where
+	// the tenant has the instance alone and its processes' is not all
+	// reported). MemoryUnknown is true where it is not known: the driver
+	// did not report a process's (NVML's "not available", without
+	// permission or from a container in its own PID namespace), and no
+	// figure of the instance stands for it; MemoryUsedBytes is then the
+	// part reported, not the tenant's.
 	MemoryUsedBytes uint64
+	MemoryUnknown   bool
 	// Reservation is the part (0-1) of the whole GPU the tenant's sharing
 	// mode reserves for it: on an MPS GPU the sum of its clients'
 	// active-thread caps, on a vGPU host its VMs' profile framebuffer over
