@@ -209,8 +209,14 @@ func (r *Planner) PlanRebalance(s *tuner.State, in tuner.RebalanceInput) (gpu.Pl
 	return r.planRelayout(s, in, missing, weight)
 }
 
-// target returns the idlest GPU other than from with room for u.
+// target returns the idlest GPU other than from with room for u; none
+// where u's memory is not known (the driver gave no process's use): room
+// for it cannot be told, and a move into too little memory fails the
+// tenant's start.
 func (r *Planner) target(rooms map[string]*gpuRoom, order []string, from string, u tenant.Usage) *gpuRoom {
+	if u.MemoryUnknown {
+		return nil
+	}
 	var best *gpuRoom
 	for _, uuid := range order {
 		g := rooms[uuid]

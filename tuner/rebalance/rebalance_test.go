@@ -36,6 +36,17 @@ func rebalanceState(busyB, busyC float64, freeB uint64, chatGood float64) *tuner
 	return &tuner.State{Now: snap.Time, Snapshot: snap, Fast: map[string]tuner.FastSLO{"chat": {Over: time.Minute, Total: 600, Good: 600 * chatGood}}}
 }
 
+// memoryUnknown marks the named tenants' memory unknown in st (the driver
+// gave no process's use: Usage.MemoryUnknown, its bytes 0).
+func memoryUnknown(st *tuner.State, names ...string) *tuner.State {
+	for i, u := range st.Snapshot.Usage {
+		if slices.Contains(names, u.Tenant) {
+			st.Snapshot.Usage[i].MemoryUsedBytes, st.Snapshot.Usage[i].MemoryUnknown = 0, true
+		}
+	}
+	return st
+}
+
 func TestPlanRebalance(t *testing.T) {
 	r := Default()
 	now := t0.Add(time.Hour)
@@ -58,6 +69,10 @@ func TestPlanRebalance(t *testing.T) {
 		{"no GPU with SM room", rebalanceState(0.7, 0.8, 40*gib, 0.9), tuner.RebalanceInput{MissingSince: missing}, 0, ""},
 		{"memory decides the target", rebalanceState(0.1, 0.5, 10*gib, 0.9), tuner.RebalanceInput{MissingSince: missing}, 0,
 			"train 20 GPU-a->GPU-c, train 21 GPU-a->GPU-c"},
+		{"memory unknown: nobody moves (no room can be told)", memoryUnknown(rebalanceState(0.3, 0.2, 40*gib, 0.9), "chat", "train", "embed"),
+			tuner.RebalanceInput{MissingSince: missing}, 0, ""},
+		{"train's memory unknown: it stays, chat goes", memoryUnknown(rebalanceState(0.3, 0.2, 40*gib, 0.9), "train"),
+			tuner.RebalanceInput{MissingSince: missing, Moved: map[string]time.Time{"embed": now}}, 0, "chat 10 GPU-a->GPU-c"},
 		{"train moved recently: chat itself goes", rebalanceState(0.3, 0.2, 40*gib, 0.9),
 			tuner.RebalanceInput{MissingSince: missing, Moved: map[string]time.Time{"train": now.Add(-10 * time.Minute), "embed": now}}, 0,
 			"chat 10 GPU-a->GPU-c"},
@@ -226,6 +241,7 @@ func TestPlanRelayout(t *testing.T) {
 		{"relayouted recently: held", migState(0.09, 0.8, 6*gib, 1, 0.1), tuner.RebalanceInput{MissingSince: missing, Relayouts: map[string]time.Time{"GPU-m": now.Add(-15 * time.Minute)}}, "", nil},
 		{"the missing tenant already has the big instance", migState(0.8, 0.1, 6*gib, 0.1, 1), tuner.RebalanceInput{MissingSince: missingFor("a", 2*time.Minute)}, "", nil},
 		{"a profile's name built, not read: its variant may be lost", builtName(migState(0.09, 0.8, 6*gib, 1, 0.1)), tuner.RebalanceInput{MissingSince: missing}, "", nil},
+		{"the other tenant's memory unknown: whether it fits the 1g cannot be told", memoryUnknown(migState(0.09, 0.8, 6*gib, 1, 0.1), "a"), tuner.RebalanceInput{MissingSince: missing}, "", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

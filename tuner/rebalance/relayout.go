@@ -19,7 +19,9 @@ type migInstance struct {
 	memory  uint64
 	busy    float64 // measured SM activity of the instance, 0-1
 	used    uint64  // memory its tenants use
-	tenants []tenant.Usage
+	// memUnknown: a tenant's memory is not known (Usage.MemoryUnknown)
+	memUnknown bool
+	tenants    []tenant.Usage
 }
 
 // demand is the SMs the instance's work keeps busy.
@@ -63,9 +65,10 @@ func (r *Planner) planRelayout(s *tuner.State, in tuner.RebalanceInput, missing 
 			}
 			insts[i].tenants = append(insts[i].tenants, u)
 			insts[i].used += u.MemoryUsedBytes
+			insts[i].memUnknown = insts[i].memUnknown || u.MemoryUnknown
 		}
-		if slices.ContainsFunc(insts, func(m migInstance) bool { return m.busy < 0 || m.sms == 0 }) {
-			continue // the instances' use is not measured: nothing to fit by
+		if slices.ContainsFunc(insts, func(m migInstance) bool { return m.busy < 0 || m.sms == 0 || m.memUnknown }) {
+			continue // the instances' use (SMs, or a tenant's memory) is not measured: nothing to fit by
 		}
 		for v, vi := range insts {
 			if vi.busy < r.SaturatedBusy {
