@@ -1,10 +1,12 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"slices"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/pause"
@@ -43,14 +45,14 @@ func (c *config) mayPause() bool {
 // of this process, which runs its pause watchdog (pause.Supervise), where
 // this process supervises (supervises); it returns the exporter's exit
 // status, and false where this process is the exporter.
-func superviseIfPausing(c *config, args []string, stderr io.Writer) (int, bool) {
+func superviseIfPausing(c *config, args []string, logger log.Logger, stderr io.Writer) (int, bool) {
 	if !c.supervises(os.Getpid(), pause.Supervised()) {
 		return 0, false
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		fmt.Fprintf(stderr, "vgpu_exporter: pause supervisor: cannot find its own binary to start the exporter: %v\n", err)
+		level.Error(logger).Log("component", "pause-supervisor", "msg", "cannot find its own binary to start the exporter", "err", err)
 		return 1, true
 	}
-	return pause.Supervise(exe, args, stderr), true
+	return pause.Supervise(exe, args, logger), true
 }

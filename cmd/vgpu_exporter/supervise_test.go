@@ -49,7 +49,7 @@ func superviseHelper(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	if status, ok := superviseIfPausing(cfg, args, os.Stderr); ok {
+	if status, ok := superviseIfPausing(cfg, args, log.NewLogfmtLogger(os.Stderr), os.Stderr); ok {
 		return status
 	}
 	a, err := pauser(cfg, log.NewLogfmtLogger(os.Stderr))

@@ -9,10 +9,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -107,17 +110,19 @@ func (nopCloser) Close() error { return nil }
 // Supervise runs exe with args as the supervised exporter and the
 // watchdog on its pipe until it exits; it returns the exporter's exit
 // status (128+n for a death by signal n), or 1 where the exporter cannot
-// be started, the reason written to stderr.
-func Supervise(exe string, args []string, stderr io.Writer) int {
+// be started. It logs to logger (the exporter's, built from its flags):
+// errors, the orphans it reaps (debug) and one line at the exporter's end.
+func Supervise(exe string, args []string, logger log.Logger) int {
+	logger = log.With(logger, "component", "pause-supervisor")
 	if os.Getpid() != 1 {
 		// the exporter's orphans come here, not to the host's init
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			fmt.Fprintf(stderr, "pause supervisor: cannot become the subreaper of the exporter's orphans: %v\n", err)
+			level.Error(logger).Log("msg", "cannot become the subreaper of the exporter's orphans", "err", err)
 		}
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		fmt.Fprintf(stderr, "pause supervisor: cannot make the watchdog pipe: %v\n", err)
+		level.Error(logger).Log("msg", "cannot make the watchdog pipe", "err", err)
 		return 1
 	}
 	cmd := exec.Command(exe, args...)
@@ -133,7 +138,9 @@ func Supervise(exe string, args []string, stderr io.Writer) int {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			reap.Loop(ctx, tick.C, func(reap.Reaped) {})
+			reap.Loop(ctx, tick.C, func(r reap.Reaped) {
+				level.Debug(logger).Log("msg", "reaped an orphaned process", "pid", r.PID, "status", r.Status)
+			})
 		}()
 		defer func() {
 			cancel()
@@ -141,19 +148,19 @@ func Supervise(exe string, args []string, stderr io.Writer) int {
 			tick.Stop()
 		}()
 	}
-	return supervise(cmd, r, w, sigs, gpu.RealClock{}, syscall.Kill, stderr)
+	return supervise(cmd, r, w, sigs, gpu.RealClock{}, syscall.Kill, logger)
 }
 
 // supervise starts cmd, whose watchdog pipe is r (read here) and w (its
 // write end, cmd's), passes it the signals of sigs and runs the watchdog
 // on r until the pipe ends; then it waits for cmd and returns its exit
 // status.
-func supervise(cmd *exec.Cmd, r io.ReadCloser, w io.Closer, sigs <-chan os.Signal, clock gpu.Clock, kill func(int, syscall.Signal) error, stderr io.Writer) int {
+func supervise(cmd *exec.Cmd, r io.ReadCloser, w io.Closer, sigs <-chan os.Signal, clock gpu.Clock, kill func(int, syscall.Signal) error, logger log.Logger) int {
 	waited, err := reap.Start(cmd)
 	w.Close() // (the exporter's alone now: its exit ends the pipe)
 	if err != nil {
 		r.Close()
-		fmt.Fprintf(stderr, "pause supervisor: cannot start the exporter %s: %v\n", cmd.Path, err)
+		level.Error(logger).Log("msg", "cannot start the exporter", "path", cmd.Path, "err", err)
 		return 1
 	}
 	exited := make(chan error, 1)
@@ -162,27 +169,36 @@ func supervise(cmd *exec.Cmd, r io.ReadCloser, w io.Closer, sigs <-chan os.Signa
 		waited()
 		exited <- err
 	}()
-	watched := make(chan error, 1)
+	type result struct {
+		thawed []string
+		err    error
+	}
+	watched := make(chan result, 1)
 	go func() {
 		defer r.Close()
-		watched <- watch(r, clock, kill)
+		thawed, err := watch(r, clock, kill)
+		watched <- result{thawed, err}
 	}()
 	status := -1
+	var end result
 	for status < 0 || watched != nil {
 		select {
 		case s := <-sigs:
 			if status < 0 {
 				_ = cmd.Process.Signal(s) // (one that exited already: its status comes)
 			}
-		case err := <-watched:
-			if err != nil {
-				fmt.Fprintf(stderr, "pause supervisor: %v\n", err)
-			}
+		case end = <-watched:
 			watched = nil
 		case err := <-exited:
 			status = exitStatus(cmd, err)
 			exited = nil
 		}
+	}
+	kv := []any{"msg", "the exporter exited", "status", status, "thawed", strings.Join(end.thawed, ",")}
+	if end.err != nil {
+		level.Error(logger).Log(append(kv, "thaws_took", false, "err", end.err)...)
+	} else {
+		level.Info(logger).Log(append(kv, "thaws_took", true)...)
 	}
 	return status
 }
