@@ -130,7 +130,7 @@ func Supervise(exe string, args []string, logger log.Logger) int {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.ExtraFiles = []*os.File{w} // (fd 3: SupervisedFD)
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 	if reap.Supported {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -150,6 +150,15 @@ func Supervise(exe string, args []string, logger log.Logger) int {
 	}
 	return supervise(cmd, r, w, sigs, gpu.RealClock{}, syscall.Kill, logger)
 }
+
+// forwarded are the signals the supervisor passes to the exporter: the
+// termination signals, and SIGQUIT, which a Go program answers with its
+// goroutines' stacks (an operator's way into a hung exporter: `kill -QUIT
+// 1` in its container); caught by the supervisor's own runtime, it would
+// end the supervisor instead, and with it (as PID 1) the exporter, which
+// would neither say its stacks nor restore anything, and nothing be
+// thawed.
+var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
 
 // supervise starts cmd, whose watchdog pipe is r (read here) and w (its
 // write end, cmd's), passes it the signals of sigs and runs the watchdog

@@ -70,6 +70,39 @@ func startSupervisor(t *testing.T, script, dir string) (*exec.Cmd, *bufio.Scanne
 	return cmd, bufio.NewScanner(out), stderr
 }
 
+// SIGQUIT to the supervisor (`kill -QUIT 1` in the container: how a Go
+// program is asked for its goroutines' stacks) reaches the exporter; the
+// supervisor exits with the exporter's status once it thawed what the
+// exporter left frozen. Before, the supervisor's runtime took it: it
+// exited 2 with its own stacks, the exporter never got it, and nothing
+// was thawed.
+func TestSupervisorForwardsSIGQUIT(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "cgroup.freeze"), []byte("0"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "cgroup.events"), []byte("frozen 1\n"), 0o644))
+	cmd, out, stderr := startSupervisor(t, `trap 'echo exporter got QUIT >&2; exit 13' QUIT
+echo "freeze v2 $1 1h" >&3 && echo 1 > "$1/cgroup.freeze" && echo ready
+while :; do sleep 0.01; done`, dir)
+	if !out.Scan() || out.Text() != "ready" {
+		t.Fatalf("the exporter did not start: %q %v", out.Text(), out.Err())
+	}
+	must(t, cmd.Process.Signal(syscall.SIGQUIT))
+	_ = cmd.Wait()
+	logged := read(t, stderr)
+	if got := cmd.ProcessState.ExitCode(); got != 13 {
+		t.Errorf("the supervisor exited %d, want the exporter's 13\n%s", got, logged)
+	}
+	if !strings.Contains(logged, "exporter got QUIT") {
+		t.Errorf("the exporter did not get SIGQUIT:\n%s", logged)
+	}
+	if got := read(t, filepath.Join(dir, "cgroup.freeze")); got != "0" {
+		t.Errorf("cgroup.freeze %s after SIGQUIT, want 0 (thawed)", got)
+	}
+	if want := `component=pause-supervisor msg="the exporter exited" status=13 thawed=` + dir; !strings.Contains(logged, want) {
+		t.Errorf("the supervisor's log does not say %q:\n%s", want, logged)
+	}
+}
+
 // The supervisor reaps the orphans that reach it and logs each at debug,
 // as the exporter does as PID 1.
 func TestSupervisorLogsReapedOrphans(t *testing.T) {
