@@ -160,10 +160,18 @@ func Supervise(exe string, args []string, logger log.Logger) int {
 // thawed.
 var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
 
+// pipeGrace is how long the supervisor waits, once the exporter exited,
+// for the end of the watchdog pipe: a process that still holds its write
+// end (a program the exporter was starting, whose exec hangs before the
+// pipe's close on exec takes) would otherwise hold the supervisor, and
+// the tenants frozen, as long as it lives. When it is over the supervisor
+// thaws what is still frozen and exits.
+const pipeGrace = time.Second
+
 // supervise starts cmd, whose watchdog pipe is r (read here) and w (its
 // write end, cmd's), passes it the signals of sigs and runs the watchdog
-// on r until the pipe ends; then it waits for cmd and returns its exit
-// status.
+// on r until the pipe ends, or until pipeGrace after cmd exited; then it
+// returns cmd's exit status.
 func supervise(cmd *exec.Cmd, r io.ReadCloser, w io.Closer, sigs <-chan os.Signal, clock gpu.Clock, kill func(int, syscall.Signal) error, logger log.Logger) int {
 	waited, err := reap.Start(cmd)
 	w.Close() // (the exporter's alone now: its exit ends the pipe)
@@ -189,7 +197,9 @@ func supervise(cmd *exec.Cmd, r io.ReadCloser, w io.Closer, sigs <-chan os.Signa
 		watched <- result{thawed, err}
 	}()
 	status := -1
+	var grace <-chan time.Time
 	var end result
+	held := false // (the pipe outlived the exporter by pipeGrace)
 	for status < 0 || watched != nil {
 		select {
 		case s := <-sigs:
@@ -201,9 +211,19 @@ func supervise(cmd *exec.Cmd, r io.ReadCloser, w io.Closer, sigs <-chan os.Signa
 		case err := <-exited:
 			status = exitStatus(cmd, err)
 			exited = nil
+			grace = clock.After(pipeGrace)
+		case <-grace:
+			// Its close ends the watch as the pipe's end would (a read
+			// under way returns): what is frozen is thawed.
+			held = true
+			r.Close()
+			grace = nil
 		}
 	}
 	kv := []any{"msg", "the exporter exited", "status", status, "thawed", strings.Join(end.thawed, ",")}
+	if held {
+		kv = append(kv, "pipe_held", fmt.Sprintf("another process held the watchdog pipe %v after the exporter's exit; not waited for", pipeGrace))
+	}
 	if end.err != nil {
 		level.Error(logger).Log(append(kv, "thaws_took", false, "err", end.err)...)
 	} else {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -163,6 +164,37 @@ func TestSupervisorLogsTheExportersEnd(t *testing.T) {
 				t.Errorf("err in the line %v, want %v (%s)", ok, tc.thawFails, logged.String())
 			}
 		})
+	}
+}
+
+// Once the exporter exited, the supervisor waits at most pipeGrace for
+// its watchdog pipe to end: a process the exporter left holding it (a
+// program whose exec hangs) does not hold the supervisor, nor the
+// tenants frozen. Before, the supervisor waited for it as long as it
+// lived.
+func TestSupervisorExitsThoughThePipeIsHeld(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "cgroup.freeze"), []byte("0"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "cgroup.events"), []byte("frozen 1\n"), 0o644))
+	status, out, logged := startSupervised(t, `sleep 1000 & echo $!
+echo "freeze v2 $1 1h" >&3 && echo 1 > "$1/cgroup.freeze" && exit 5`, nil, dir)
+	if !out.Scan() {
+		t.Fatalf("no PID of the process holding the pipe: %v", out.Err())
+	}
+	holder, err := strconv.Atoi(out.Text())
+	must(t, err)
+	t.Cleanup(func() { _ = syscall.Kill(holder, syscall.SIGKILL) })
+	if got := <-status; got != 5 {
+		t.Errorf("exit status %d, want the exporter's 5 (log %q)", got, logged)
+	}
+	if got := read(t, filepath.Join(dir, "cgroup.freeze")); got != "0" {
+		t.Errorf("cgroup.freeze %s after the exporter's end, want 0 (thawed)", got)
+	}
+	if err := syscall.Kill(holder, 0); err != nil {
+		t.Errorf("the process holding the pipe is gone (%v): the test tests nothing", err)
+	}
+	if !strings.Contains(logged.String(), "pipe_held=") {
+		t.Errorf("the supervisor's log does not say the pipe was held: %q", logged)
 	}
 }
 
