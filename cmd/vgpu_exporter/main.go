@@ -76,7 +76,7 @@ func run(ctx context.Context, app *kingpin.Application, args []string, stdout, s
 		fmt.Fprintf(stderr, "vgpu_exporter: %v\n", err)
 		return 2
 	}
-	if status, ok := superviseIfPausing(cfg, args, stderr); ok {
+	if status, ok := superviseIfPausing(cfg, args, logger, stderr); ok {
 		return status // (the exporter was this process's child)
 	}
 	startupInfo(logger, cfg)

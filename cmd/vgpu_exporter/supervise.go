@@ -6,6 +6,9 @@ import (
 	"os"
 	"slices"
 
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/pause"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
@@ -17,9 +20,42 @@ import (
 // every other process there, the watchdog the exporter starts included,
 // or with --pause.supervise (a container's main process with the host's
 // PIDs, whose exit the runtime kills the container's other processes at).
-// An exporter a supervisor started (supervised) never supervises.
-func (c *config) supervises(pid int, supervised bool) bool {
-	return (pid == 1 || c.Actuators.PauseSupervise) && c.mayPause() && !supervised
+// An exporter a supervisor started (supervised) never supervises, nor
+// one systemd started (underSystemd, env its environment): then the error
+// says why, a refusal of --pause.supervise (given, pausing or not), and
+// where PID 1 would have supervised, why it does not.
+func (c *config) supervises(pid int, supervised bool, env func(string) (string, bool)) (bool, error) {
+	if supervised {
+		return false, nil
+	}
+	if c.Actuators.PauseSupervise {
+		if err := underSystemd(env); err != nil {
+			return false, fmt.Errorf("--pause.supervise: %w", err)
+		}
+	}
+	if !(pid == 1 || c.Actuators.PauseSupervise) || !c.mayPause() {
+		return false, nil
+	}
+	if err := underSystemd(env); err != nil {
+		return false, fmt.Errorf("PID 1 does not supervise the exporter: %w", err)
+	}
+	return true, nil
+}
+
+// underSystemd says why a supervisor cannot run where systemd started
+// the process (or a manager speaking its protocols), nil where it did
+// not: systemd takes READY=1 of a Type=notify unit from its main process
+// alone (NotifyAccess=main), not from the supervisor's child, and would
+// time the start out; and the sockets it passes (LISTEN_FDS) begin at fd
+// 3, the watchdog pipe's in the supervisor's child. The systemd unit needs
+// no supervisor: there the watchdog outlives the exporter.
+func underSystemd(env func(string) (string, bool)) error {
+	for _, v := range []string{"NOTIFY_SOCKET", "LISTEN_FDS"} {
+		if _, ok := env(v); ok {
+			return fmt.Errorf("%s is set (systemd, or a manager speaking its protocol, started this process): its main process must be the exporter; a pause supervisor runs only as a container's main process", v)
+		}
+	}
+	return nil
 }
 
 // mayPause says whether the tuner may freeze a tenant: in enforce (on a
@@ -42,15 +78,25 @@ func (c *config) mayPause() bool {
 // superviseIfPausing runs the exporter, args its arguments, as a child
 // of this process, which runs its pause watchdog (pause.Supervise), where
 // this process supervises (supervises); it returns the exporter's exit
-// status, and false where this process is the exporter.
-func superviseIfPausing(c *config, args []string, stderr io.Writer) (int, bool) {
-	if !c.supervises(os.Getpid(), pause.Supervised()) {
+// status, and false where this process is the exporter. Where
+// --pause.supervise cannot be (underSystemd) it returns 2, saying why on
+// stderr; where PID 1 does not supervise for that, it logs why.
+func superviseIfPausing(c *config, args []string, logger log.Logger, stderr io.Writer) (int, bool) {
+	ok, err := c.supervises(os.Getpid(), pause.Supervised(), os.LookupEnv)
+	if err != nil && c.Actuators.PauseSupervise {
+		fmt.Fprintf(stderr, "vgpu_exporter: %v\n", err)
+		return 2, true
+	}
+	if err != nil {
+		level.Info(logger).Log("msg", "no pause supervisor", "err", err)
+	}
+	if !ok {
 		return 0, false
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		fmt.Fprintf(stderr, "vgpu_exporter: pause supervisor: cannot find its own binary to start the exporter: %v\n", err)
+		level.Error(logger).Log("component", "pause-supervisor", "msg", "cannot find its own binary to start the exporter", "err", err)
 		return 1, true
 	}
-	return pause.Supervise(exe, args, stderr), true
+	return pause.Supervise(exe, args, logger), true
 }

@@ -49,7 +49,7 @@ func superviseHelper(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	if status, ok := superviseIfPausing(cfg, args, os.Stderr); ok {
+	if status, ok := superviseIfPausing(cfg, args, log.NewLogfmtLogger(os.Stderr), os.Stderr); ok {
 		return status
 	}
 	a, err := pauser(cfg, log.NewLogfmtLogger(os.Stderr))
@@ -169,26 +169,39 @@ func readTrim(t *testing.T, path string) string {
 
 // Only a process that may pause supervises: PID 1 or --pause.supervise,
 // in enforce with the pause knob and a freezer, off the simulator; never
-// an exporter a supervisor started.
+// an exporter a supervisor started, nor one systemd started (its
+// environment has NOTIFY_SOCKET or LISTEN_FDS): --pause.supervise is
+// refused there (wantErr, with or without pausing), and PID 1 says why it
+// does not supervise.
 func TestSupervises(t *testing.T) {
 	pausing := []string{"--tuner.mode=enforce", "--tuner.enable-knob=pause_duty", "--pause.cgroup-root=/sys/fs/cgroup"}
+	notify := map[string]string{"NOTIFY_SOCKET": "/run/systemd/notify"}
+	sockets := map[string]string{"LISTEN_FDS": "1", "LISTEN_PID": "42"}
 	for _, tc := range []struct {
 		name       string
 		pid        int
 		supervised bool
 		args       []string
+		env        map[string]string
 		want       bool
+		wantErr    string
 	}{
-		{"PID 1 pausing", 1, false, pausing, true},
-		{"PID 1 pausing on one GPU", 1, false, []string{"--tuner.gpu-mode=0=enforce", "--tuner.enable-knob=pause_duty"}, true},
-		{"--pause.supervise pausing", 42, false, slices.Concat(pausing, []string{"--pause.supervise"}), true},
-		{"not PID 1", 42, false, pausing, false},
-		{"the supervised exporter", 2, true, slices.Concat(pausing, []string{"--pause.supervise"}), false},
-		{"PID 1 in recommend", 1, false, []string{"--tuner.mode=recommend", "--tuner.enable-knob=pause_duty"}, false},
-		{"PID 1 without the pause knob", 1, false, []string{"--tuner.mode=enforce", "--pause.supervise"}, false},
-		{"PID 1 without a freezer", 1, false, []string{"--tuner.mode=enforce", "--tuner.enable-knob=pause_duty", "--pause.cgroup-root="}, false},
-		{"PID 1 on the simulator", 1, false, slices.Concat(pausing, []string{"--backend=sim"}), false},
-		{"PID 1, the tuner off", 1, false, []string{"--tuner.enable-knob=pause_duty", "--pause.supervise"}, false},
+		{"PID 1 pausing", 1, false, pausing, nil, true, ""},
+		{"PID 1 pausing on one GPU", 1, false, []string{"--tuner.gpu-mode=0=enforce", "--tuner.enable-knob=pause_duty"}, nil, true, ""},
+		{"--pause.supervise pausing", 42, false, slices.Concat(pausing, []string{"--pause.supervise"}), nil, true, ""},
+		{"not PID 1", 42, false, pausing, nil, false, ""},
+		{"the supervised exporter", 2, true, slices.Concat(pausing, []string{"--pause.supervise"}), nil, false, ""},
+		{"PID 1 in recommend", 1, false, []string{"--tuner.mode=recommend", "--tuner.enable-knob=pause_duty"}, nil, false, ""},
+		{"PID 1 without the pause knob", 1, false, []string{"--tuner.mode=enforce", "--pause.supervise"}, nil, false, ""},
+		{"PID 1 without a freezer", 1, false, []string{"--tuner.mode=enforce", "--tuner.enable-knob=pause_duty", "--pause.cgroup-root="}, nil, false, ""},
+		{"PID 1 on the simulator", 1, false, slices.Concat(pausing, []string{"--backend=sim"}), nil, false, ""},
+		{"PID 1, the tuner off", 1, false, []string{"--tuner.enable-knob=pause_duty", "--pause.supervise"}, nil, false, ""},
+		{"--pause.supervise, Type=notify", 42, false, slices.Concat(pausing, []string{"--pause.supervise"}), notify, false, "--pause.supervise: NOTIFY_SOCKET is set"},
+		{"--pause.supervise, socket-activated", 42, false, slices.Concat(pausing, []string{"--pause.supervise"}), sockets, false, "--pause.supervise: LISTEN_FDS is set"},
+		{"--pause.supervise not pausing, Type=notify", 42, false, []string{"--pause.supervise"}, notify, false, "--pause.supervise: NOTIFY_SOCKET is set"},
+		{"PID 1 pausing, Type=notify", 1, false, pausing, notify, false, "PID 1 does not supervise the exporter: NOTIFY_SOCKET is set"},
+		{"PID 1 pausing, socket-activated", 1, false, pausing, sockets, false, "PID 1 does not supervise the exporter: LISTEN_FDS is set"},
+		{"PID 1 not pausing, Type=notify", 1, false, nil, notify, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			app := kingpin.New("vgpu_exporter", "")
@@ -196,10 +209,37 @@ func TestSupervises(t *testing.T) {
 			if _, err := app.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			if got := cfg.supervises(tc.pid, tc.supervised); got != tc.want {
+			env := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
+			got, err := cfg.supervises(tc.pid, tc.supervised, env)
+			if got != tc.want {
 				t.Errorf("supervises %v, want %v", got, tc.want)
 			}
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.wantErr)) {
+				t.Errorf("error %v, want one beginning %q", err, tc.wantErr)
+			}
 		})
+	}
+}
+
+// --pause.supervise where systemd started the exporter (NOTIFY_SOCKET of
+// the unit's Type=notify) ends the start with status 2, naming why: its
+// child's READY=1 would be refused (NotifyAccess=main) and the start time
+// out. PID 1 there goes on unsupervised, saying why.
+func TestPauseSuperviseRefusedUnderSystemd(t *testing.T) {
+	t.Setenv("NOTIFY_SOCKET", "/run/systemd/notify")
+	app := kingpin.New("vgpu_exporter", "")
+	cfg := addFlags(app)
+	args := []string{"--tuner.mode=enforce", "--tuner.enable-knob=pause_duty", "--pause.cgroup-root=/sys/fs/cgroup", "--pause.supervise"}
+	if _, err := app.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	var stderr, logged strings.Builder
+	status, ended := superviseIfPausing(cfg, args, log.NewLogfmtLogger(&logged), &stderr)
+	if status != 2 || !ended {
+		t.Errorf("superviseIfPausing (%d, %v), want (2, true): the start refused", status, ended)
+	}
+	if want := "vgpu_exporter: --pause.supervise: NOTIFY_SOCKET is set"; !strings.HasPrefix(stderr.String(), want) {
+		t.Errorf("stderr %q, want it to begin %q", stderr.String(), want)
 	}
 }
 

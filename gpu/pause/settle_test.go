@@ -365,7 +365,7 @@ func TestPauseLeaseGivenAgainToTheRunningWatchdogOnly(t *testing.T) {
 			}
 			// the exporter killed now: the watchdog reads every line, the
 			// pipe ends, it thaws what it holds
-			_ = watch(strings.NewReader(all.text()), gpu.NewManualClock(time.Unix(0, 0)), h.kill)
+			_, _ = watch(strings.NewReader(all.text()), gpu.NewManualClock(time.Unix(0, 0)), h.kill)
 			if got := read(t, other+"/cgroup.freeze"); got != "0" {
 				t.Errorf("a crash 3 ms before the thaw left the gained group frozen (cgroup.freeze %s)", got)
 			}

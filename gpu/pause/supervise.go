@@ -9,10 +9,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -107,17 +110,19 @@ func (nopCloser) Close() error { return nil }
 // Supervise runs exe with args as the supervised exporter and the
 // watchdog on its pipe until it exits; it returns the exporter's exit
 // status (128+n for a death by signal n), or 1 where the exporter cannot
-// be started, the reason written to stderr.
-func Supervise(exe string, args []string, stderr io.Writer) int {
+// be started. It logs to logger (the exporter's, built from its flags):
+// errors, the orphans it reaps (debug) and one line at the exporter's end.
+func Supervise(exe string, args []string, logger log.Logger) int {
+	logger = log.With(logger, "component", "pause-supervisor")
 	if os.Getpid() != 1 {
 		// the exporter's orphans come here, not to the host's init
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			fmt.Fprintf(stderr, "pause supervisor: cannot become the subreaper of the exporter's orphans: %v\n", err)
+			level.Error(logger).Log("msg", "cannot become the subreaper of the exporter's orphans", "err", err)
 		}
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		fmt.Fprintf(stderr, "pause supervisor: cannot make the watchdog pipe: %v\n", err)
+		level.Error(logger).Log("msg", "cannot make the watchdog pipe", "err", err)
 		return 1
 	}
 	cmd := exec.Command(exe, args...)
@@ -125,7 +130,7 @@ func Supervise(exe string, args []string, stderr io.Writer) int {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.ExtraFiles = []*os.File{w} // (fd 3: SupervisedFD)
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 	if reap.Supported {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -133,7 +138,9 @@ func Supervise(exe string, args []string, stderr io.Writer) int {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			reap.Loop(ctx, tick.C, func(reap.Reaped) {})
+			reap.Loop(ctx, tick.C, func(r reap.Reaped) {
+				level.Debug(logger).Log("msg", "reaped an orphaned process", "pid", r.PID, "status", r.Status)
+			})
 		}()
 		defer func() {
 			cancel()
@@ -141,19 +148,36 @@ func Supervise(exe string, args []string, stderr io.Writer) int {
 			tick.Stop()
 		}()
 	}
-	return supervise(cmd, r, w, sigs, gpu.RealClock{}, syscall.Kill, stderr)
+	return supervise(cmd, r, w, sigs, gpu.RealClock{}, syscall.Kill, logger)
 }
+
+// forwarded are the signals the supervisor passes to the exporter: the
+// termination signals, and SIGQUIT, which a Go program answers with its
+// goroutines' stacks (an operator's way into a hung exporter: `kill -QUIT
+// 1` in its container); caught by the supervisor's own runtime, it would
+// end the supervisor instead, and with it (as PID 1) the exporter, which
+// would neither say its stacks nor restore anything, and nothing be
+// thawed.
+var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
+
+// pipeGrace is how long the supervisor waits, once the exporter exited,
+// for the end of the watchdog pipe: a process that still holds its write
+// end (a program the exporter was starting, whose exec hangs before the
+// pipe's close on exec takes) would otherwise hold the supervisor, and
+// the tenants frozen, as long as it lives. When it is over the supervisor
+// thaws what is still frozen and exits.
+const pipeGrace = time.Second
 
 // supervise starts cmd, whose watchdog pipe is r (read here) and w (its
 // write end, cmd's), passes it the signals of sigs and runs the watchdog
-// on r until the pipe ends; then it waits for cmd and returns its exit
-// status.
-func supervise(cmd *exec.Cmd, r io.ReadCloser, w io.Closer, sigs <-chan os.Signal, clock gpu.Clock, kill func(int, syscall.Signal) error, stderr io.Writer) int {
+// on r until the pipe ends, or until pipeGrace after cmd exited; then it
+// returns cmd's exit status.
+func supervise(cmd *exec.Cmd, r io.ReadCloser, w io.Closer, sigs <-chan os.Signal, clock gpu.Clock, kill func(int, syscall.Signal) error, logger log.Logger) int {
 	waited, err := reap.Start(cmd)
 	w.Close() // (the exporter's alone now: its exit ends the pipe)
 	if err != nil {
 		r.Close()
-		fmt.Fprintf(stderr, "pause supervisor: cannot start the exporter %s: %v\n", cmd.Path, err)
+		level.Error(logger).Log("msg", "cannot start the exporter", "path", cmd.Path, "err", err)
 		return 1
 	}
 	exited := make(chan error, 1)
@@ -162,27 +186,48 @@ func supervise(cmd *exec.Cmd, r io.ReadCloser, w io.Closer, sigs <-chan os.Signa
 		waited()
 		exited <- err
 	}()
-	watched := make(chan error, 1)
+	type result struct {
+		thawed []string
+		err    error
+	}
+	watched := make(chan result, 1)
 	go func() {
 		defer r.Close()
-		watched <- watch(r, clock, kill)
+		thawed, err := watch(r, clock, kill)
+		watched <- result{thawed, err}
 	}()
 	status := -1
+	var grace <-chan time.Time
+	var end result
+	held := false // (the pipe outlived the exporter by pipeGrace)
 	for status < 0 || watched != nil {
 		select {
 		case s := <-sigs:
 			if status < 0 {
 				_ = cmd.Process.Signal(s) // (one that exited already: its status comes)
 			}
-		case err := <-watched:
-			if err != nil {
-				fmt.Fprintf(stderr, "pause supervisor: %v\n", err)
-			}
+		case end = <-watched:
 			watched = nil
 		case err := <-exited:
 			status = exitStatus(cmd, err)
 			exited = nil
+			grace = clock.After(pipeGrace)
+		case <-grace:
+			// Its close ends the watch as the pipe's end would (a read
+			// under way returns): what is frozen is thawed.
+			held = true
+			r.Close()
+			grace = nil
 		}
+	}
+	kv := []any{"msg", "the exporter exited", "status", status, "thawed", strings.Join(end.thawed, ",")}
+	if held {
+		kv = append(kv, "pipe_held", fmt.Sprintf("another process held the watchdog pipe %v after the exporter's exit; not waited for", pipeGrace))
+	}
+	if end.err != nil {
+		level.Error(logger).Log(append(kv, "thaws_took", false, "err", end.err)...)
+	} else {
+		level.Info(logger).Log(append(kv, "thaws_took", true)...)
 	}
 	return status
 }

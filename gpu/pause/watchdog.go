@@ -60,7 +60,7 @@ const WatchdogArg = "pause-watchdog"
 // watchdog when to go.
 func RunWatchdog(r io.Reader, w io.Writer) int {
 	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	err := watch(r, gpu.RealClock{}, syscall.Kill)
+	_, err := watch(r, gpu.RealClock{}, syscall.Kill)
 	if err != nil {
 		fmt.Fprintf(w, "pause watchdog: %v\n", err)
 		return 1
@@ -74,9 +74,10 @@ type watched struct {
 	until time.Time
 }
 
-// watch runs the watchdog on clock until r ends; it returns the errors of
-// the thaws it made.
-func watch(r io.Reader, clock gpu.Clock, kill func(int, syscall.Signal) error) error {
+// watch runs the watchdog on clock until r ends; it returns the groups
+// still frozen at r's end, which it thawed then (their keys, sorted), and
+// the errors of the thaws it made and of the lines it could not read.
+func watch(r io.Reader, clock gpu.Clock, kill func(int, syscall.Signal) error) ([]string, error) {
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -107,10 +108,11 @@ func watch(r io.Reader, clock gpu.Clock, kill func(int, syscall.Signal) error) e
 		select {
 		case line, ok := <-lines:
 			if !ok {
-				for key := range frozen {
+				left := slices.Sorted(maps.Keys(frozen))
+				for _, key := range left {
 					thaw(key)
 				}
-				return errors.Join(errs...)
+				return left, errors.Join(errs...)
 			}
 			op, g, lease, err := parseLine(line, kill)
 			if err != nil {

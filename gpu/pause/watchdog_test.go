@@ -65,7 +65,7 @@ func TestWatch(t *testing.T) {
 			}
 			r, w := io.Pipe()
 			done := make(chan error, 1)
-			go func() { done <- watch(r, clock, kill) }()
+			go func() { _, err := watch(r, clock, kill); done <- err }()
 			for _, l := range c.lines {
 				if strings.Contains(l, "%s") {
 					l = fmt.Sprintf(l, dir)
