@@ -125,6 +125,11 @@ type gpmPrev struct {
 	at     time.Time
 	uuid   string // of the MIG device: a GPU instance ID is reused when instances are recreated
 	fails  int    // steps in a row that gave no ratio through a failed call
+	// stopped: the sample was dropped for a lasting failure (failed), and
+	// no step has given a ratio since: the source stays "" meanwhile, or a
+	// GPM that samples but computes nothing would name it again with every
+	// new sample (vgpu_gpu_info's labels flapping)
+	stopped bool
 }
 
 // New initializes NVML and enumerates the GPUs. On failure the error says

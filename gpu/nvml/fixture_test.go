@@ -125,6 +125,9 @@ func newFixture(t testing.TB, srv *server.Server) *fixture {
 		if !ok1 || !ok2 || s1.dev != s2.dev || s1.gi != s2.gi {
 			return nvml.ERROR_INVALID_ARGUMENT
 		}
+		if r, ok := f.failures[fmt.Sprintf("%d/GpmMetricsGet", s2.dev)]; ok {
+			return r // (f.fail(dev, "GpmMetricsGet", r): the samples taken, nothing computed)
+		}
 		for i := 0; i < int(m.NumMetrics); i++ {
 			id := nvml.GpmMetricId(m.Metrics[i].MetricId)
 			m.Metrics[i].NvmlReturn = uint32(nvml.SUCCESS)

@@ -101,12 +101,12 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 			ds.ctxKnown = true
 		}
 	}
-	if ds.gpm.sample != nil {
+	if ds.gpm.named() {
 		// GPM holds a sample: its ratios come with the next, and the
 		// source is named from this one on (no ratio yet, too soon for
 		// one, a passing failure), so that it does not change. A lasting
 		// failure drops the sample (gpmPrev.failed): the source is then
-		// "" and another may give the ratios.
+		// "" until GPM gives a ratio again, and another may give them.
 		d.Activity.Source = "gpm"
 	}
 	if rd.fatal != nil {
@@ -141,7 +141,7 @@ func (rd *devReader) readGPM(d *gpu.Device, now time.Time) {
 		if ok {
 			d.MIG[i].Activity = activity(vals)
 		}
-		if p.sample != nil {
+		if p.named() {
 			d.MIG[i].Activity.Source = "gpm" // as the GPU's, from its first sample
 		}
 		if rd.fatal != nil {
@@ -211,7 +211,7 @@ func (rd *devReader) gpmStep(p *gpmPrev, now time.Time, ids []nvml.GpmMetricId,
 	// with no ratio, as a failed call.
 	for _, id := range activityMetrics {
 		if _, ok := vals[id]; ok {
-			p.fails = 0
+			p.fails, p.stopped = 0, false
 			return vals, elapsed, true
 		}
 	}
@@ -227,8 +227,13 @@ func (p *gpmPrev) failed(r nvml.Return) {
 	p.fails++
 	if r == nvml.ERROR_NOT_SUPPORTED || r == nvml.ERROR_NO_PERMISSION || p.fails >= gpmFailLimit {
 		p.drop()
+		p.stopped = true
 	}
 }
+
+// named says whether the activity source is GPM's: it holds a sample, and
+// has given a ratio since its last lasting failure (or had none).
+func (p *gpmPrev) named() bool { return p.sample != nil && !p.stopped }
 
 // drop frees the kept sample and forgets the failures.
 func (p *gpmPrev) drop() {

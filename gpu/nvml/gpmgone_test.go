@@ -1,6 +1,7 @@
 package nvml
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -26,13 +27,13 @@ func TestGPMSourceDroppedWhenGPMStopsForGood(t *testing.T) {
 		want  []string
 	}{
 		{"not supported", []nvml.Return{nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NOT_SUPPORTED, nvml.SUCCESS, nvml.SUCCESS},
-			[]string{none, none, noRatio, ratio}},
+			[]string{none, none, none, ratio}},
 		{"no permission", []nvml.Return{nvml.ERROR_NO_PERMISSION, nvml.SUCCESS, nvml.SUCCESS},
-			[]string{none, noRatio, ratio}},
+			[]string{none, none, ratio}},
 		{"one passing failure", []nvml.Return{nvml.ERROR_NOT_FOUND, nvml.SUCCESS, nvml.SUCCESS},
 			[]string{noRatio, ratio, ratio}},
 		{"failures in a row", []nvml.Return{nvml.ERROR_NOT_FOUND, nvml.ERROR_NOT_FOUND, nvml.ERROR_NOT_FOUND, nvml.ERROR_NOT_FOUND, nvml.SUCCESS, nvml.SUCCESS},
-			[]string{noRatio, noRatio, none, none, noRatio, ratio}},
+			[]string{noRatio, noRatio, none, none, none, ratio}},
 	}
 	for _, where := range []struct {
 		name     string
@@ -74,5 +75,37 @@ func TestGPMSourceDroppedWhenGPMStopsForGood(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A GPM that still takes samples but computes nothing (nvmlGpmMetricsGet
+// failing for good) leaves the source "" once dropped, not named again
+// with each new sample and dropped again every gpmFailLimit samples
+// (vgpu_gpu_info's labels flapping); a ratio names it again.
+func TestGPMSourceStaysDroppedWhileNothingIsComputed(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	b := f.backend()
+	source := func() string {
+		a := sample(t, b).Devices[0].Activity
+		if a.SMActive != nil {
+			return a.Source + "+ratio"
+		}
+		return a.Source
+	}
+	var got []string
+	got = append(got, source())
+	f.clock.Advance(time.Second)
+	got = append(got, source())
+	f.fail(0, "GpmMetricsGet", nvml.ERROR_NOT_FOUND)
+	for range 8 {
+		f.clock.Advance(time.Second)
+		got = append(got, source())
+	}
+	f.fail(0, "GpmMetricsGet", nvml.SUCCESS)
+	f.clock.Advance(time.Second)
+	got = append(got, source())
+	want := []string{"gpm", "gpm+ratio", "gpm", "gpm", "", "", "", "", "", "", "gpm+ratio"}
+	if !slices.Equal(got, want) {
+		t.Errorf("activity source by sample %q, want %q", got, want)
 	}
 }
