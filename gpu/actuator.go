@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -403,3 +404,9 @@ type PartialError struct {
 
 func (e *PartialError) Error() string { return e.Err.Error() }
 func (e *PartialError) Unwrap() error { return e.Err }
+
+// MPSPercent is the whole percentage an MPS active-thread fraction (0-1]
+// reaches the control daemon as (set_active_thread_percentage and
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE take whole numbers): rounded, at
+// least 1.
+func MPSPercent(f float64) int { return max(1, int(math.Round(f*100))) }

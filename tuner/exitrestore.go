@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"time"
 
@@ -329,7 +328,7 @@ func (t *Tuner) heldText(a Action, o Original) (to, held string) {
 }
 
 // wholePercent is f as the MPS controller sends it to the control
-// daemon: a whole percentage, 1% at least (gpu/mps).
+// daemon (gpu.MPSPercent).
 func wholePercent(f Fraction) Fraction {
-	return Fraction(max(1, math.Round(float64(f)*100)) / 100)
+	return Fraction(float64(gpu.MPSPercent(float64(f))) / 100)
 }

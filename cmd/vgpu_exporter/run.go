@@ -383,25 +383,10 @@ func signals(parent context.Context) (context.Context, <-chan os.Signal, func())
 // otherwise stay a zombie until the container ends.
 func reapOrphans(logger log.Logger) func() {
 	level.Info(logger).Log("msg", "running as PID 1: orphaned processes are reaped")
-	ctx, cancel := context.WithCancel(context.Background())
-	tick := time.NewTicker(reapBackstop)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		reap.Loop(ctx, tick.C, func(r reap.Reaped) {
-			level.Debug(logger).Log("msg", "reaped an orphaned process", "pid", r.PID, "status", r.Status)
-		})
-	}()
-	return func() {
-		cancel()
-		<-done
-		tick.Stop()
-	}
+	return reap.Background(func(r reap.Reaped) {
+		level.Debug(logger).Log("msg", "reaped an orphaned process", "pid", r.PID, "status", r.Status)
+	})
 }
-
-// reapBackstop is how often the reaper looks for orphans whose SIGCHLD
-// it missed (signals coalesce).
-const reapBackstop = 10 * time.Second
 
 // startupInfo logs what is starting, in the usual exporter style.
 func startupInfo(logger log.Logger, cfg *config) {

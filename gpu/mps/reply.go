@@ -6,10 +6,10 @@ package mps
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
 )
 
@@ -19,7 +19,7 @@ func percentage(f float64) (int, error) {
 	if !(f > 0 && f <= 1) {
 		return 0, fmt.Errorf("MPS active-thread fraction %v outside (0, 1]", f)
 	}
-	return max(1, int(math.Round(f*100))), nil
+	return gpu.MPSPercent(f), nil
 }
 
 // errReply is a daemon reply that is not what the command answers.

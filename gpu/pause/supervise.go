@@ -1,7 +1,6 @@
 package pause
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -44,10 +43,6 @@ const SuperviseEnv = "VGPU_EXPORTER_PAUSE_SUPERVISED"
 // SupervisedFD is the fd of the watchdog pipe in a supervised exporter
 // (the first of exec.Cmd's ExtraFiles).
 const SupervisedFD = 3
-
-// supervisorBackstop is how often the supervisor looks for orphans whose
-// SIGCHLD it missed (signals coalesce).
-const supervisorBackstop = 10 * time.Second
 
 // inherited is the supervisor's pipe this process took (TakeSupervised).
 var inherited = sync.OnceValues(func() (io.Writer, error) {
@@ -133,20 +128,9 @@ func Supervise(exe string, args []string, logger log.Logger) int {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 	if reap.Supported {
-		ctx, cancel := context.WithCancel(context.Background())
-		tick := time.NewTicker(supervisorBackstop)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			reap.Loop(ctx, tick.C, func(r reap.Reaped) {
-				level.Debug(logger).Log("msg", "reaped an orphaned process", "pid", r.PID, "status", r.Status)
-			})
-		}()
-		defer func() {
-			cancel()
-			<-done
-			tick.Stop()
-		}()
+		defer reap.Background(func(r reap.Reaped) {
+			level.Debug(logger).Log("msg", "reaped an orphaned process", "pid", r.PID, "status", r.Status)
+		})()
 	}
 	return supervise(cmd, r, w, sigs, gpu.RealClock{}, syscall.Kill, logger)
 }

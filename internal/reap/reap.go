@@ -144,3 +144,25 @@ func reapOrphans() []Reaped {
 		out = append(out, Reaped{PID: pid, Status: status})
 	}
 }
+
+// Backstop is how often Background looks for orphans whose SIGCHLD
+// coalesced with another's.
+const Backstop = 10 * time.Second
+
+// Background runs Loop in a goroutine, its backstop ticking every
+// Backstop, until the func it returns is called (which returns once Loop
+// has).
+func Background(report func(Reaped)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	tick := time.NewTicker(Backstop)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Loop(ctx, tick.C, report)
+	}()
+	return func() {
+		cancel()
+		<-done
+		tick.Stop()
+	}
+}
