@@ -348,3 +348,32 @@ func TestTunerTargetOnlySetInEnforce(t *testing.T) {
 		})
 	}
 }
+
+// vgpu_tuner_pause_thaws_pending counts the pauses an earlier run left
+// whose thaw failed at start and is tried again at every round (the
+// status's Exit.ThawPending, /tuner's settings_thaw_pending): a tenant
+// left frozen, which an alert sees. It is served 0 with none, so that its
+// series is there before the first. (Before, no series showed them.)
+func TestTunerPauseThawsPending(t *testing.T) {
+	const help = `
+# HELP vgpu_tuner_pause_thaws_pending Pauses an earlier run left whose thaw failed at start, tried again at every round (and at exit): tenants that may be left frozen.
+# TYPE vgpu_tuner_pause_thaws_pending gauge
+`
+	for _, c := range []struct {
+		name string
+		exit tuner.ExitRestores
+		want string
+	}{
+		{"none", tuner.ExitRestores{}, "vgpu_tuner_pause_thaws_pending 0\n"},
+		{"one", tuner.ExitRestores{ThawPending: 1}, "vgpu_tuner_pause_thaws_pending 1\n"},
+		// the other originals open are not thaws pending
+		{"two beside others", tuner.ExitRestores{AtExit: 3, Failed: 1, KeptOpen: 2, WaitingForListing: 1, ThawPending: 2}, "vgpu_tuner_pause_thaws_pending 2\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &tuner.Status{Mode: tuner.ModeEnforce, Exit: c.exit}
+			if err := testutil.CollectAndCompare(NewTunerCollector(func() *tuner.Status { return s }), strings.NewReader(help+c.want), "vgpu_tuner_pause_thaws_pending"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}

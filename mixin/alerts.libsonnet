@@ -367,6 +367,18 @@
             'The tuner' + onHost + ' could not restore the original of some settings it changed ({{ $value | humanize }} since the exporter started): the GPUs keep settings the tuner made.',
           ),
           alert(
+            'VGPUTunerPauseThawPending',
+            'critical',
+            // A pause an earlier run left whose thaw at start failed is
+            // tried again at every round: the gauge falls back to 0 at
+            // the round whose thaw takes, so the for: lets a fault that
+            // passes by itself go unpaged.
+            std.format('vgpu_tuner_pause_thaws_pending{%s} > 0', [sel]),
+            c.alertFor.tunerPauseThawPending,
+            'A tenant an earlier run of the tuner paused may be left frozen: its thaw keeps failing.',
+            'The tuner' + onHost + " could not thaw {{ $value | humanize }} pauses an earlier run left open (tried again at every round for %s): their tenants' processes may be frozen, doing no work." % c.alertFor.tunerPauseThawPending,
+          ),
+          alert(
             'VGPUTunerJournalErrors',
             'warning',
             // held while the journal stays unwritable (the gauge is

@@ -111,6 +111,7 @@
       tunerKillSwitch: '1h',
       tunerJournalErrors: '5m',
       tunerPauseNotInForce: '10m',
+      tunerPauseThawPending: '5m',
       tunerRoundsStalled: '5m',
       // A row remap pending a reset for longer than this (a reset after a
       // drain usually follows within minutes).

@@ -16,7 +16,7 @@ import (
 // longer than the fault: each try is a decision, journaled (restored
 // once it takes, restore_failed until then), counted and logged with the
 // tenant, its GPU and the error, and the status counts the pause apart
-// (ExitRestores.ThawPending). It is the earlier run's pause only: once
+// (ExitRestores.ThawPending, served as vgpu_tuner_pause_thaws_pending). It is the earlier run's pause only: once
 // this run sets a value on its target (the policy pauses the tenant
 // again, or gives the pause back), the pause is the policy's own, thawed
 // where the policy, or another reason of thawWhy's, says so.
