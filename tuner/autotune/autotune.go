@@ -50,9 +50,10 @@ type Params struct {
 	// client's work, for a tenant whose restart_cost is not set. A
 	// release is expected to last as long as every SLO has held since the
 	// caps last changed (slack that has held for an hour is likely to
-	// hold for another), at least Horizon and at most HorizonMax; it is
-	// made only when ΔShare/share over that time exceeds twice the cost
-	// of the restarts.
+	// hold for another), at least Horizon and at most HorizonMax (or
+	// twice the restarts' cost where that is longer: a long slack gives
+	// back even a costly cap); it is made only when ΔShare/share over
+	// that time exceeds twice the cost of the restarts.
 	RestartCost, Horizon, HorizonMax time.Duration
 	// CostlyRestart: when restarting the capped tenants costs them at
 	// least this, a violation halves their share in one step instead of
@@ -163,6 +164,8 @@ type member struct {
 	unknown bool
 }
 
+// latency says whether m is a latency tenant with an SLO status, judged
+// by it.
 func (m *member) latency() bool { return m.class == gpu.ClassLatency && m.slo != nil }
 
 // worseThan says whether m is a worse violator than w (nil: none): a
@@ -313,8 +316,13 @@ func nearestQuantile(qs map[float64]float64, q float64) (float64, bool) {
 
 // domainSignals summarizes the latency tenants of a domain.
 type domainSignals struct {
-	latency           []*member
-	others            []*member
+	latency []*member
+	others  []*member // the batch and best-effort tenants: capped, paused
+	// unjudged are the latency tenants without an SLO status (no
+	// latency_source, or its tracker not there yet): never capped or
+	// paused (a latency tenant's own share is never taken), and with no
+	// SLO figure they neither hold the others' settings nor raise them
+	unjudged          []*member
 	anyViolating      bool
 	allSlack, allDeep bool
 	worst             *member // the violating tenant that matters most
@@ -323,6 +331,10 @@ type domainSignals struct {
 func summarize(ms []*member) domainSignals {
 	ds := domainSignals{allSlack: true, allDeep: true}
 	for _, m := range ms {
+		if m.class == gpu.ClassLatency && m.slo == nil {
+			ds.unjudged = append(ds.unjudged, m)
+			continue
+		}
 		if !m.latency() {
 			ds.others = append(ds.others, m)
 			continue
@@ -338,9 +350,33 @@ func summarize(ms []*member) domainSignals {
 		}
 	}
 	if len(ds.latency) == 0 {
-		ds.allSlack, ds.allDeep = false, false
+		// nothing left to protect: what was reserved goes back as on
+		// slack, but no clock is lowered on no evidence
+		ds.allDeep = false
 	}
 	return ds
+}
+
+// alone says whether the domain's judged latency tenants are alone on it:
+// no batch work, and no latency tenant whose latency is not measured,
+// that a lower clock would slow.
+func (ds domainSignals) alone() bool { return len(ds.others)+len(ds.unjudged) == 0 }
+
+// slackWhy says why ds has slack: every latency SLO has it, or no latency
+// tenant is left.
+func (ds domainSignals) slackWhy() string {
+	if len(ds.latency) == 0 {
+		return "no latency tenant is left on this GPU (its last one left or lost its SLO)"
+	}
+	return "every latency SLO has slack"
+}
+
+// changedBy says whether the tuner has changed the knob k on the GPU uuid
+// (it keeps a change of it): on a GPU without latency tenants only what
+// the tuner set is given back, never an operator's setting.
+func changedBy(s *tuner.State, uuid string, k gpu.Knob) bool {
+	_, ok := s.LastChange(tuner.Target{GPU: uuid, Knob: k})
+	return ok
 }
 
 // quiet reports whether the GPU's knob k has not changed for d.
@@ -355,13 +391,13 @@ func quiet(s *tuner.State, uuid string, k gpu.Knob, d time.Duration) bool {
 // wind up; a reservation at its bound stops moving, and the decision says
 // so.
 func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ds domainSignals, held time.Duration) []tuner.Action {
-	if len(ds.latency) == 0 || len(ds.others) == 0 {
+	if len(ds.others) == 0 || len(ds.latency) == 0 && !changedBy(s, d.UUID, gpu.KnobMPSActiveThreads) {
 		return nil
 	}
 	capOthers, minOthers := 0.0, 0.0
 	for _, m := range ds.others {
 		capOthers += m.share()
-		minOthers += m.min
+		minOthers += m.floor()
 	}
 	reserved := math.Max(0, 1-capOthers)
 	bound := 1 - minOthers
@@ -408,6 +444,9 @@ func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ds domainSignals, held tim
 			reason += fmt.Sprintf(" (their share halved in one step: a restart costs them %v of work)", restartCost(ds.others))
 		}
 	case reserved > 0 && ds.allSlack && quiet(s, d.UUID, gpu.KnobMPSActiveThreads, p.P.SlackDwell):
+		if p.pausedAny(s, d, ds.others) {
+			return nil // the pause goes first: a cap is given back once none is left
+		}
 		next = reserved - p.P.Release
 		if costly {
 			// the mirror of the violation's halving: their share doubled
@@ -418,18 +457,33 @@ func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ds domainSignals, held tim
 			next = 0
 		}
 		// Is the release worth the restarts it costs, over as long as
-		// the SLOs have held?
-		horizon := min(max(held, p.P.Horizon), max(p.P.HorizonMax, p.P.Horizon))
+		// the SLOs have held? (At most HorizonMax, or twice the
+		// restarts' cost where that is longer: else a cap whose
+		// restarts cost more than HorizonMax/2 would never be given
+		// back, however long the slack.)
+		cost := restartCost(ds.others)
+		horizon := min(max(held, p.P.Horizon), max(p.P.HorizonMax, p.P.Horizon, 2*cost))
 		gain := (reserved - next) / math.Max(1-reserved, 0.05) * horizon.Seconds()
-		if gain < 2*restartCost(ds.others).Seconds() {
+		if gain < 2*cost.Seconds() {
 			return nil
 		}
-		reason = fmt.Sprintf("every latency SLO has slack since the last change over %v ago, and has held for %v: give back %.0f%% of the SMs to batch and best-effort tenants (reserved %.0f%% -> %.0f%%), worth %.0f s of their work over %v against %v of restarts",
-			p.P.SlackDwell, held.Round(time.Second), 100*(reserved-next), 100*reserved, 100*next, gain, horizon.Round(time.Second), restartCost(ds.others))
+		reason = fmt.Sprintf("%s since the last change over %v ago, and has held for %v: give back %.0f%% of the SMs to batch and best-effort tenants (reserved %.0f%% -> %.0f%%), worth %.0f s of their work over %v against %v of restarts",
+			ds.slackWhy(), p.P.SlackDwell, held.Round(time.Second), 100*(reserved-next), 100*reserved, 100*next, gain, horizon.Round(time.Second), cost)
 	default:
 		return nil
 	}
 	return p.capOthers(s, d, ds.others, next, reason)
+}
+
+// minCap is the smallest cap asked of a client: the smallest whole
+// percentage MPS takes (gpu.MPSPercent), with which it still progresses.
+// A cap of 0 is no cap (the bounds guard refuses it).
+const minCap = 0.01
+
+// floor is the least share m is capped to: its share.min, and at least
+// minCap for each of its clients.
+func (m *member) floor() float64 {
+	return math.Max(m.min, minCap*float64(len(m.pids)))
 }
 
 // restartCost is what restarting every client of ms costs in all.
@@ -461,7 +515,7 @@ func (p *Autotune) capOthers(s *tuner.State, d *gpu.Device, others []*member, re
 	for _, m := range others {
 		share := m.max
 		if reserved > 0 {
-			share = math.Min(m.max, math.Max(m.min, (1-reserved)*weight(m)/total))
+			share = math.Min(m.max, math.Max(m.floor(), (1-reserved)*weight(m)/total))
 		}
 		if len(m.pids) == 0 {
 			continue
@@ -511,177 +565,4 @@ func (p *Autotune) vgpu(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner
 		return nil
 	}
 	return []tuner.Action{a}
-}
-
-// clocks locks the SM clock when a violation comes with latency variance
-// on a GPU whose clock is moving; when every SLO on a GPU without batch
-// work has deep slack it lowers the clock for energy (or, where the clock
-// cannot be set, the power limit), and gives the speed back as soon as
-// slack is lost.
-func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
-	if len(ds.latency) == 0 {
-		return nil
-	}
-	clockT := tuner.Target{GPU: d.UUID, Knob: gpu.KnobLockedClocks}
-	locked := d.ClocksLocked != nil && *d.ClocksLocked
-	maxHz := 0.0
-	if d.SMClockMaxHz != nil {
-		maxHz = *d.SMClockMaxHz
-	}
-	_, kept := s.Originals[clockT.String()]
-	// ours is the energy lock the tuner set (below the maximum clock), in
-	// force where the readings say the clock is locked, or say nothing and
-	// the tuner keeps the lock's original (NVML from R535 after a restart
-	// of the exporter: its own lock is then given back, not locked over).
-	var ours tuner.ClockRange
-	if c, ok := s.LastChange(clockT); ok && (locked || d.ClocksLocked == nil && kept) {
-		if r, ok := c.To.(tuner.ClockRange); ok && r.MaxMHz > 0 && float64(r.MaxMHz) < maxHz/1e6-0.5 {
-			ours = r
-		}
-	}
-	clockDwell := quiet(s, d.UUID, gpu.KnobLockedClocks, p.P.SlackDwell)
-	lowered := p.lows.lowered(d, s.Now)
-	// a GPU whose clock cannot be locked is left to the other remedies
-	// (and to the power limit), as one that reports no maximum clock
-	lockable := maxHz > 0 && s.Changeable(clockT)
-	// lockKnown: the readings say whether the clock is locked, or the
-	// tuner keeps an original of the lock (its own, this run's or the
-	// journal's). Else (NVML from R535 reports no lock it did not set
-	// itself) a lock in force may be an operator's: no lock is set over
-	// it (the DVFS lock is held back, saying so, unknownLock), and energy
-	// is saved through the power limit instead, whose value is read
-	// (given back first on a violation).
-	lockKnown := d.ClocksLocked != nil || kept
-	// A power limit the tuner lowered (while the lock was not known) is
-	// given back first on a violation, whatever the readings say of the
-	// lock now, and no clock is locked for energy on top of it: one knob
-	// at a time saves the energy.
-	powerDown := powerLowered(s, d)
-	if !lockKnown || ds.anyViolating && powerDown {
-		if acts := p.power(s, d, ds); len(acts) > 0 {
-			return acts
-		}
-	}
-	switch {
-	case ours != (tuner.ClockRange{}) && ds.anyViolating:
-		orig, _ := s.Originals[clockT.String()].(tuner.ClockRange)
-		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: orig, Revert: true, HoldLeft: true,
-			Reason: ds.worst.name + " violates its SLO: give the SM clock back (" + orig.String() + ")"}}
-	case ours != (tuner.ClockRange{}) && !ds.allSlack && p.stepUpDue(s, d, ds):
-		// one step back up, and the step that lost the slack is held
-		up := float64(ours.MaxMHz) + p.P.EnergyStep*maxHz/1e6
-		want, _ := s.Originals[clockT.String()].(tuner.ClockRange)
-		if up < maxHz/1e6-0.5 {
-			want = tuner.ClockRange{MinMHz: uint32(math.Round(up)), MaxMHz: uint32(math.Round(up))}
-		}
-		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: want, HoldLeft: true,
-			Reason: "an SLO on this GPU has lost its slack at " + ours.String() + ": one step back (" + want.String() + "), and " + ours.String() + " is held"}}
-	case ds.anyViolating && !locked && d.SMClockHz != nil && lockable && lowered && variance(ds.worst) > p.P.VarianceRatio:
-		mhz := uint32(maxHz / 1e6)
-		a := tuner.Action{Target: clockT, GPUIndex: d.Index, Current: tuner.ClockRange{}, Want: tuner.ClockRange{MinMHz: mhz, MaxMHz: mhz},
-			Reason: fmt.Sprintf("%s violates its SLO with p99/p50 %.2f while the SM clock runs below %.0f%% of its maximum between requests (%.0f%% now, lowered within the last %v): lock the clock so that requests stop paying for the ramp",
-				ds.worst.name, variance(ds.worst), 100*dvfsLow, 100**d.SMClockHz/maxHz, dvfsMemory)}
-		if !lockKnown {
-			a.Current, a.Held = nil, unknownLock
-		}
-		return []tuner.Action{a}
-	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && lockable && lockKnown && !powerDown && (!locked || ours != (tuner.ClockRange{})) && clockDwell:
-		maxMHz := maxHz / 1e6
-		cur := maxMHz
-		if ours.MaxMHz > 0 {
-			cur = float64(ours.MaxMHz)
-		}
-		next := math.Round(cur - p.P.EnergyStep*maxMHz)
-		if next < p.P.EnergyFloor*maxMHz-0.5 {
-			return nil
-		}
-		want := tuner.ClockRange{MinMHz: uint32(next), MaxMHz: uint32(next)}
-		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: want, Relax: true,
-			Reason: fmt.Sprintf("every SLO on this GPU has deep slack (quantile latency under %.0f%% of target) and no batch work runs: lock the SM clock at %s (%.0f%% of its maximum) for energy",
-				100*p.P.DeepSlackRatio, want, 100*next/maxMHz)}}
-	}
-	if lockable && lockKnown {
-		return nil
-	}
-	return p.power(s, d, ds)
-}
-
-// unknownLock is why a clock lock is held back where the readings do not
-// say whether the clock is locked and the tuner keeps no original of it.
-const unknownLock = "the SM clock's lock is not known (NVML from R535 reports no lock the exporter did not set): an operator's lock may be in force, which a lock would overwrite and its restore reset, so the clock is left alone (energy is saved through the power limit)"
-
-// measured says whether every latency tenant's slack is known from
-// requests (the fast window's and the SLO window's), not assumed from an
-// idle window: the clock is lowered only on evidence.
-func measured(ms []*member) bool {
-	for _, m := range ms {
-		if !m.hasBurn || !m.hasRatio {
-			return false
-		}
-	}
-	return true
-}
-
-// stepUpDue says whether an energy lock whose slack is lost may step up
-// now: a minute after the last clock change when the fast window's burn
-// shows the loss, otherwise only once the SLO window has turned over
-// since that change (until then its quantiles still show the latency of
-// the step before).
-func (p *Autotune) stepUpDue(s *tuner.State, d *gpu.Device, ds domainSignals) bool {
-	window := time.Duration(0)
-	for _, m := range ds.latency {
-		if m.hasBurn && m.burn > p.P.SlackBurn {
-			return quiet(s, d.UUID, gpu.KnobLockedClocks, time.Minute)
-		}
-		window = max(window, m.slo.Window)
-	}
-	return quiet(s, d.UUID, gpu.KnobLockedClocks, max(window, time.Minute))
-}
-
-// power lowers the power limit for energy on a GPU whose clock cannot be
-// set, while every SLO has deep slack, measured (not an idle window), and
-// no batch work runs, and restores it on a violation: a revert, as the
-// clock's, which the guards let through and whose lower limit is held.
-// A limit given back already is not given back again where the readings'
-// limit (the limit enforced) stays below it: another limiter (a BMC's or
-// DCGM's cap) holds the GPU there, not the tuner.
-func (p *Autotune) power(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
-	powT := tuner.Target{GPU: d.UUID, Knob: gpu.KnobPowerLimit}
-	orig, changed := s.Originals[powT.String()].(tuner.Watts)
-	switch {
-	case ds.anyViolating && powerLowered(s, d) && d.PowerLimitW != nil:
-		return []tuner.Action{{Target: powT, GPUIndex: d.Index, Current: tuner.Watts(*d.PowerLimitW), Want: orig, Revert: true, HoldLeft: true,
-			Reason: ds.worst.name + " violates its SLO: back to the original power limit"}}
-	case ds.allDeep && measured(ds.latency) && len(ds.others) == 0 && !changed && d.PowerLimitW != nil && *d.PowerLimitW > 0 && s.Changeable(powT) &&
-		quiet(s, d.UUID, gpu.KnobLockedClocks, p.P.SlackDwell) && quiet(s, d.UUID, gpu.KnobPowerLimit, p.P.SlackDwell):
-		w := tuner.Watts(math.Round(*d.PowerLimitW * p.P.PowerFraction))
-		return []tuner.Action{{Target: powT, GPUIndex: d.Index, Current: tuner.Watts(*d.PowerLimitW), Want: w, Relax: true,
-			Reason: fmt.Sprintf("every SLO on this GPU has deep slack (quantile latency under %.0f%% of target) and no batch work runs: lower the power limit to %.0f%% for energy",
-				100*p.P.DeepSlackRatio, 100*p.P.PowerFraction)}}
-	}
-	return nil
-}
-
-// powerLowered says whether a power limit the tuner lowered may be in
-// force on d: its original kept and not given back (a revert to it), and
-// the limit read, where it is read, below that original.
-func powerLowered(s *tuner.State, d *gpu.Device) bool {
-	powT := tuner.Target{GPU: d.UUID, Knob: gpu.KnobPowerLimit}
-	orig, changed := s.Originals[powT.String()].(tuner.Watts)
-	last, _ := s.LastChange(powT)
-	givenBack := last.Revert && last.To == tuner.Value(orig)
-	return changed && !givenBack && (d.PowerLimitW == nil || tuner.Watts(*d.PowerLimitW) < orig)
-}
-
-// variance is a tenant's p99/p50 over the SLO window (0 when unknown).
-func variance(m *member) float64 {
-	if m == nil || m.slo == nil {
-		return 0
-	}
-	p50, ok1 := m.slo.Quantiles[0.5]
-	p99, ok2 := m.slo.Quantiles[0.99]
-	if !ok1 || !ok2 || p50 <= 0 {
-		return 0
-	}
-	return p99 / p50
 }

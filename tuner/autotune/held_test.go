@@ -43,6 +43,15 @@ func TestCapRelease(t *testing.T) {
 			slack(&half, 5*time.Minute, 11*time.Minute), []string{"GPU-0/mps_active_threads/pid2=100%"}, "reserved 50% -> 0%"},
 		{"cheap restarts: slack gives back one step at once", nil, 0,
 			slack(&half, time.Second, 3*time.Minute), []string{"GPU-0/mps_active_threads/pid2=55%"}, "over 2m0s"},
+		// restarts that cost more than horizon_max/2 (a trainer that
+		// checkpoints every 40 minutes): the horizon reaches twice their
+		// cost, else no slack however long would ever give the cap back
+		{"restarts past horizon_max/2: slack held 41 minutes doubles the share", ptr(slack(&fifth, 20*time.Minute, time.Hour)), 41 * time.Minute,
+			slack(&fifth, 20*time.Minute, time.Hour), []string{"GPU-0/mps_active_threads/pid2=40%"}, "has held for 41m0s: give back 20% of the SMs to batch and best-effort tenants (reserved 80% -> 60%), worth 2400 s of their work over 40m0s against 20m0s of restarts"},
+		{"restarts past horizon_max/2, the latency tenant idle: the share doubled after 41 minutes", ptr(idleSlack(&fifth, 20*time.Minute, time.Hour)), 41 * time.Minute,
+			idleSlack(&fifth, 20*time.Minute, time.Hour), []string{"GPU-0/mps_active_threads/pid2=40%"}, "worth 2400 s of their work over 40m0s"},
+		{"restarts past horizon_max/2: slack held 39 minutes is not worth them yet", ptr(slack(&fifth, 20*time.Minute, time.Hour)), 39 * time.Minute,
+			slack(&fifth, 20*time.Minute, time.Hour), nil, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,6 +77,12 @@ func TestCapRelease(t *testing.T) {
 }
 
 func ptr(sc scene) *scene { return &sc }
+
+// idleSlack is embed capped to cp beside chat with no request in its
+// windows (idle: slack, and its SLO held).
+func idleSlack(cp *float64, restart, changed time.Duration) scene {
+	return scene{mode: gpu.SharingMPS, embedCap: cp, fast: tuner.FastSLO{Over: time.Minute}, idle: true, restart: restart, changed: changed}
+}
 
 // TestSLOHeld: an SLO holds while its window's quantile is inside the
 // target and the fast window misses no more than chance gives.

@@ -63,8 +63,15 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ds domainSignals) ([]tu
 		cur := s.PauseDuty(t)
 		ps = append(ps, pauser{m: m, t: t, pids: pids, cur: cur, was: cur})
 	}
-	if len(ds.latency) == 0 || len(ps) == 0 {
+	if len(ps) == 0 {
 		return nil, true
+	}
+	if len(ds.latency) == 0 {
+		// no latency tenant left: nothing to protect, the pause goes
+		// back at the usual rate (no floor: the load it anticipated is
+		// gone), and the slow knobs wait for it to go first
+		out := p.pauseRelease(d, ps, p.P.PauseRelease, 0, ds.slackWhy())
+		return out, len(out) == 0
 	}
 	if d.Mode == gpu.SharingMPS && restartCost(ds.others) >= p.P.CostlyRestart {
 		p.handOver(s, d.UUID, ps)
@@ -273,18 +280,10 @@ func (p *Autotune) pauseDecide(s *tuner.State, d *gpu.Device, ds domainSignals, 
 			why = "every latency SLO on this GPU holds again since the pause was raised on a miss chance explains"
 		}
 		for _, x := range ps {
-			if x.cur == 0 && floor == 0 {
-				continue
+			if next, ok := p.released(x, release, floor); ok {
+				act(x, next, fmt.Sprintf("%s: give %s back %.0f%% of every period (paused %.0f%% -> %.0f%%)",
+					why, x.m.name, 100*(x.cur-next), 100*x.cur, 100*next))
 			}
-			next := tuner.Duty(math.Round((float64(x.cur)-release)*100) / 100)
-			if next < tuner.Duty(p.P.PauseRelease/2) {
-				next = 0
-			}
-			if next < floor {
-				continue // held (or raised) by the floor below
-			}
-			act(x, next, fmt.Sprintf("%s: give %s back %.0f%% of every period (paused %.0f%% -> %.0f%%)",
-				why, x.m.name, 100*(x.cur-next), 100*x.cur, 100*next))
 		}
 		if len(out) > 0 {
 			return out, false
@@ -294,6 +293,34 @@ func (p *Autotune) pauseDecide(s *tuner.State, d *gpu.Device, ds domainSignals, 
 	}
 	out = anticipate()
 	return out, len(out) == 0
+}
+
+// released is the pause x goes down to by release, and whether it goes
+// down: not where it is not paused, nor below floor (held, or raised, by
+// the floor).
+func (p *Autotune) released(x pauser, release float64, floor tuner.Duty) (tuner.Duty, bool) {
+	if x.cur == 0 && floor == 0 {
+		return 0, false
+	}
+	next := tuner.Duty(math.Round((float64(x.cur)-release)*100) / 100)
+	if next < tuner.Duty(p.P.PauseRelease/2) {
+		next = 0
+	}
+	return next, next >= floor
+}
+
+// pauseRelease gives each pauser of ps back release of its pause, down to
+// floor, saying why.
+func (p *Autotune) pauseRelease(d *gpu.Device, ps []pauser, release float64, floor tuner.Duty, why string) []tuner.Action {
+	var out []tuner.Action
+	for _, x := range ps {
+		if next, ok := p.released(x, release, floor); ok {
+			out = append(out, tuner.Action{Target: x.t, GPUIndex: d.Index, Tenant: x.m.name, Class: x.m.class, PIDs: x.pids,
+				Current: x.was, Want: next, Reason: fmt.Sprintf("%s: give %s back %.0f%% of every period (paused %.0f%% -> %.0f%%)",
+					why, x.m.name, 100*(x.cur-next), 100*x.cur, 100*next)})
+		}
+	}
+	return out
 }
 
 // verdict judges the latency tenants of ds by their requests of the last
@@ -428,7 +455,11 @@ func (p *Autotune) burnSincePause(s *tuner.State, uuid string, w *member) (burn,
 // at most half ViolateBurn and over the fast window at most SlackBurn,
 // give or take one standard deviation (Poisson) of the late requests
 // SlackBurn allows (pauses asks it only when none violates over the fast
-// window). Give or take: a p99 tenant with one late request in a minute
+// window); with too few requests in the fast window for a burn
+// (MinRequests), slack as the slow loop judges it (its SLO window's
+// quantile at most SlackRatio of the target): a quiet tenant with clear
+// slack held the pause for good before, while the slow loop gave the cap
+// back under it. Give or take: a p99 tenant with one late request in a minute
 // of 200 burns 0.5, and that one request held the pause for minutes
 // (measured on h100-timeslice, noisy-neighbour and
 // code-assistant-replay). The SLO window's quantile is not waited for: a
@@ -442,8 +473,14 @@ func (p *Autotune) pauseSlack(s *tuner.State, uuid string, ds domainSignals) boo
 		if m.slo.WindowRequests == 0 {
 			continue
 		}
+		if !m.hasBurn {
+			if !m.slack {
+				return false
+			}
+			continue
+		}
 		burn, _, ok := p.recentBurn(s, uuid, m)
-		if !ok || !m.hasBurn || burn > p.P.ViolateBurn/2 || !slackWithinNoise(m.burn, s.Fast[m.name].Total, m.slo.Quantile, p.P.SlackBurn) {
+		if !ok || burn > p.P.ViolateBurn/2 || !slackWithinNoise(m.burn, s.Fast[m.name].Total, m.slo.Quantile, p.P.SlackBurn) {
 			return false
 		}
 	}
@@ -499,6 +536,25 @@ func (p *Autotune) pausedDuty(s *tuner.State, d *gpu.Device, ms []*member) float
 		least = math.Min(least, float64(s.PauseDuty(tuner.Target{GPU: d.UUID, Knob: gpu.KnobPauseDuty, PID: pids[0]})))
 	}
 	return least
+}
+
+// pausedAny says whether any of the tenants ms is paused on d (the pause
+// in place, or the one its first process would get).
+func (p *Autotune) pausedAny(s *tuner.State, d *gpu.Device, ms []*member) bool {
+	for _, m := range ms {
+		t, ok := s.PauseTarget(d.UUID, m.name)
+		if !ok {
+			pids := tuner.PausePIDs(s.Snapshot, m.name)
+			if len(pids) == 0 {
+				continue
+			}
+			t = tuner.Target{GPU: d.UUID, Knob: gpu.KnobPauseDuty, PID: pids[0]}
+		}
+		if s.PauseDuty(t) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // pausedAtCeiling says whether every pauser is at the ceiling.

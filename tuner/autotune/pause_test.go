@@ -489,3 +489,43 @@ func TestPauseBurnAcrossTrackers(t *testing.T) {
 		})
 	}
 }
+
+// TestPauseGivenBackOnQuietSlack: chat has slack by the slow loop's rule
+// (its SLO window's p99 at 30% of its target, no late request) but fewer
+// than MinRequests requests a minute (10: a quiet night), so no burn.
+// The pause given while it was busy goes back; before, it held at 80%
+// for good while the slow loop gave the MPS cap back under it. The cap
+// is not given back while the pause is above 0 (the pause goes first).
+func TestPauseGivenBackOnQuietSlack(t *testing.T) {
+	half := 0.5
+	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
+	p := New()
+	duty := tuner.Duty(0.8)
+	at := t0.Add(time.Hour).Add(-10 * time.Minute)
+	for round := 0; round < 240 && duty > 0; round++ { // an hour of 15 s rounds
+		sc := scene{mode: gpu.SharingMPS, embedCap: &half, fast: tuner.FastSLO{Over: time.Minute, Total: 10, Good: 10}, p99: 0.3}
+		s := sc.state()
+		s.Now = s.Now.Add(time.Duration(round) * 15 * time.Second)
+		s.Snapshot.SLOs[0].RequestsTotal = 1000 + float64(round)*2.5
+		s.Snapshot.SLOs[0].GoodRequestsTotal = 1000 + float64(round)*2.5
+		s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: true, gpu.KnobMPSActiveThreads: true}
+		s.Originals[pauseT.String()] = tuner.Duty(0)
+		c := tuner.Change{At: at, From: tuner.Duty(0.7), To: duty}
+		s.Changes[pauseT.String()] = c
+		s.Changes[pauseT.DomainKey()] = c
+		for _, a := range p.Decide(s) {
+			switch a.Knob {
+			case gpu.KnobPauseDuty:
+				if a.Want.(tuner.Duty) >= duty {
+					t.Fatalf("round %d: the pause raised with slack: %s", round, a.Reason)
+				}
+				duty, at = a.Want.(tuner.Duty), s.Now // applied
+			case gpu.KnobMPSActiveThreads:
+				t.Fatalf("round %d: the MPS cap given back under a %.0f%% pause: %s", round, 100*float64(duty), a.Reason)
+			}
+		}
+	}
+	if duty > 0 {
+		t.Fatalf("after an hour of rounds with chat's p99 at 30%% of its target and no late request (10 requests a minute), embed is still paused %.0f%%", 100*float64(duty))
+	}
+}

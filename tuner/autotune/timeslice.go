@@ -42,7 +42,16 @@ const timeSliceNote = "plain time-slicing has no per-process weights (no driver 
 // trial and judgement (see above).
 func (p *Autotune) timeSlice(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
 	t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobComputeTimeSlice}
-	if len(ds.latency) == 0 || len(ds.latency)+len(ds.others) < 2 || d.ComputeTimeSlice == "" || !s.Changeable(t) {
+	if d.ComputeTimeSlice == "" || !s.Changeable(t) {
+		return nil
+	}
+	if len(ds.latency) == 0 {
+		// no latency tenant left: the level the tuner set goes back as on
+		// slack (below), an operator's is left alone
+		if _, ok := s.Originals[t.String()]; !ok {
+			return nil
+		}
+	} else if len(ds.latency)+len(ds.unjudged)+len(ds.others) < 2 {
 		return nil
 	}
 	cur := tuner.Level(d.ComputeTimeSlice)
@@ -80,8 +89,8 @@ func (p *Autotune) timeSlice(s *tuner.State, d *gpu.Device, ds domainSignals) []
 			return nil
 		}
 		a.Want, a.Relax = orig, true
-		a.Reason = fmt.Sprintf("every latency SLO has slack since the last change over %v ago: back to the original %s time slice (judged after the revert delay, and put back if the SLO error rises); %s",
-			p.P.SlackDwell, orig, timeSliceNote)
+		a.Reason = fmt.Sprintf("%s since the last change over %v ago: back to the original %s time slice (judged after the revert delay, and put back if the SLO error rises); %s",
+			ds.slackWhy(), p.P.SlackDwell, orig, timeSliceNote)
 		return []tuner.Action{a}
 	}
 	measures := p.levelMeasures(s, d.UUID, hist)

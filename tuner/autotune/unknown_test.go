@@ -9,6 +9,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -119,5 +120,33 @@ func TestRestartedTrackerNotIdle(t *testing.T) {
 			}
 			checkActions(t, New().Decide(s), nil, "")
 		})
+	}
+}
+
+// TestLatencyTenantWithoutStatusNeverCapped: search, a latency tenant
+// without an SLO status (no latency_source, or its tracker not there yet),
+// runs beside chat and embed. Its own share is never taken: a violation
+// of chat caps and pauses embed only. Before, search was capped and
+// restarted like a batch tenant.
+func TestLatencyTenantWithoutStatusNeverCapped(t *testing.T) {
+	violating := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97} // burn 3
+	for _, pause := range []bool{false, true} {
+		st := scene{mode: gpu.SharingMPS, embedCap: gpu.Float(1), fast: violating, p99: 2}.state()
+		d := &st.Snapshot.Readings.Devices[0]
+		d.Processes = append(d.Processes, mpsProc(3, gpu.Float(1)))
+		st.Snapshot.Usage = append(st.Snapshot.Usage, tenant.Usage{Tenant: "search", Class: gpu.ClassLatency, UUID: uuid0, PIDs: []uint32{3}})
+		st.Snapshot.Tenants = append(st.Snapshot.Tenants, tenant.Info{Name: "search", Class: gpu.ClassLatency, Priority: 10, ShareMin: 0, ShareMax: 1})
+		st.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: pause}
+		acts := New().Decide(st)
+		embed := false
+		for _, a := range acts {
+			if a.Tenant == "search" {
+				t.Errorf("pause %v: latency tenant search: %s %s -> %s (restart %v): %s", pause, a.Knob, a.Current, a.Want, a.Restart, a.Reason)
+			}
+			embed = embed || a.Tenant == "embed"
+		}
+		if !embed {
+			t.Errorf("pause %v: chat violates and embed is neither capped nor paused: %v", pause, acts)
+		}
 	}
 }
