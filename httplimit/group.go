@@ -70,17 +70,28 @@ func (g *Group) ListenAndServe(flags *web.FlagConfig, logger *slog.Logger) error
 // Serve serves each of listeners with a server of its own (web.Serve,
 // which applies the web configuration of flags) until every one has
 // returned, and returns the first error: http.ErrServerClosed after
-// Shutdown, which closes the listeners not served yet. A listener whose
-// server stops with another error (the web configuration unreadable, its
-// socket failing) is closed, and, while others may still serve, the error
-// is logged at once naming its address.
+// Shutdown, which closes the listeners not served yet. The web
+// configuration is read and checked once first, as web.Serve checks it:
+// one that fails (unreadable, invalid) is the error, every listener
+// closed, nothing served or logged here, where each listener's read would
+// log the same error once per listener. A listener whose server stops
+// with another error (its socket failing, the configuration read by its
+// own web.Serve failing after all) is closed, and, while others may still
+// serve, the error is logged at once naming its address.
 func (g *Group) Serve(listeners []net.Listener, flags *web.FlagConfig, logger *slog.Logger) error {
-	g.mu.Lock()
-	if g.closed {
-		g.mu.Unlock()
+	closeAll := func() {
 		for _, l := range listeners {
 			l.Close()
 		}
+	}
+	if err := web.Validate(*flags.WebConfigFile); err != nil {
+		closeAll()
+		return err
+	}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		closeAll()
 		return http.ErrServerClosed
 	}
 	servers := make([]*http.Server, len(listeners))

@@ -139,3 +139,33 @@ func TestVsockAddressParsedAsTheToolkit(t *testing.T) {
 		}
 	}
 }
+
+// A web configuration that cannot be read is one error, returned, for
+// every listener: nothing is logged per listener (before, each of them
+// logged the same error at error level, and the error was returned too).
+func TestGroupUnreadableWebConfigOneError(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "web.yml")
+	for _, n := range []int{1, 2, 3} {
+		var ls []net.Listener
+		for range n {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			ls = append(ls, l)
+		}
+		logs := make(records, 16)
+		g := NewGroup(http.NotFoundHandler(), Limits{ReadHeaderTimeout: time.Second}, log.NewNopLogger())
+		err := g.Serve(ls, &web.FlagConfig{WebConfigFile: &missing}, slog.New(logs))
+		if err == nil || !strings.Contains(err.Error(), missing) {
+			t.Errorf("%d listeners: Serve returned %v, want the file's error", n, err)
+		}
+		close(logs)
+		for rec := range logs {
+			if rec.Level >= slog.LevelWarn {
+				t.Errorf("%d listeners: logged %q at %v, want the error returned alone", n, rec.Message, rec.Level)
+			}
+		}
+	}
+}

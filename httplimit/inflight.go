@@ -13,17 +13,18 @@ import (
 
 // InFlight returns h behind a limit of max requests in flight (0 means no
 // limit): a request beyond it is answered 503 at once, with a Retry-After
-// of RetryAfter, and rejections are logged through logger, rate-limited,
-// as what ("metrics") requests, naming --web.max-requests.
+// of RetryAfter (Busy), and rejections are logged through logger,
+// rate-limited, as what ("metrics") requests, naming --web.max-requests.
 func InFlight(max int64, what string, logger log.Logger, h http.Handler) http.Handler {
-	return InFlightOf(max, what, "see --web.max-requests", RetryAfter, logger, h)
+	return InFlightOf(max, what, "see --web.max-requests", Busy(max, RetryAfter), logger, h)
 }
 
 // InFlightOf is InFlight with the rejections' log line saying what sets
-// the limit (setBy: "see --web.max-requests"), and a Retry-After of
-// retryAfter seconds, for requests that may hold a slot longer than a
-// scrape does.
-func InFlightOf(max int64, what, setBy, retryAfter string, logger log.Logger, h http.Handler) http.Handler {
+// the limit (setBy: "see --web.max-requests"), and a request beyond it
+// answered by busy, for requests that may hold a slot longer than a
+// scrape does (a longer Retry-After) or whose answer a browser shows (a
+// page that reloads itself).
+func InFlightOf(max int64, what, setBy string, busy http.Handler, logger log.Logger, h http.Handler) http.Handler {
 	if max <= 0 {
 		return h
 	}
@@ -35,11 +36,19 @@ func InFlightOf(max int64, what, setBy, retryAfter string, logger log.Logger, h 
 			defer func() { <-inFlight }()
 		default:
 			rejected.note(r)
-			w.Header().Set("Retry-After", retryAfter)
-			http.Error(w, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", max), http.StatusServiceUnavailable)
+			busy.ServeHTTP(w, r)
 			return
 		}
 		h.ServeHTTP(w, r)
+	})
+}
+
+// Busy answers a request beyond a limit of max requests in flight: 503,
+// with a Retry-After of retryAfter seconds.
+func Busy(max int64, retryAfter string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", retryAfter)
+		http.Error(w, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", max), http.StatusServiceUnavailable)
 	})
 }
 
@@ -47,7 +56,7 @@ func InFlightOf(max int64, what, setBy, retryAfter string, logger log.Logger, h 
 // rejected beyond the limit: a scrape in flight takes well under a
 // second. A handler whose requests may hold a slot longer (the tuner
 // page's, up to its write timeout for a client that stops reading) gives
-// its own to InFlightOf.
+// InFlightOf its own answer.
 const RetryAfter = "1"
 
 // rejectLog logs requests rejected beyond a limit: the first at

@@ -67,7 +67,7 @@ type Pipeline struct {
 	logger log.Logger
 	clock  gpu.Clock
 	// asked bounds the lines of reloads asked for by clients (ReloadAsked).
-	asked    askedLog
+	asked    *askedLog
 	store    tenant.Store
 	ready    atomic.Bool
 	reloadMu sync.Mutex
@@ -251,7 +251,9 @@ func (p *Pipeline) reloadFiles(quiet bool) error {
 // Start launches the builder's background work (when it has some) and the
 // sampler, both until ctx is done; wait blocks until the sampler and the
 // builder's background work have returned (the builder's loops, latency
-// scrapes of sim:// sources among them, may use the source until then).
+// scrapes of sim:// sources among them, may use the source until then)
+// and the summary of reloads held back (ReloadAsked), logged at once
+// when ctx is done, has been logged.
 func (p *Pipeline) Start(ctx context.Context) (wait func()) {
 	st, hasBackground := p.builder.(Starter)
 	if hasBackground {
@@ -259,8 +261,11 @@ func (p *Pipeline) Start(ctx context.Context) (wait func()) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { p.sampler.Run(ctx) })
+	p.asked.stopWith(ctx)
 	return func() {
 		wg.Wait()
+		p.asked.shut()
+		p.asked.waiting.Wait() // the summary of reloads held back, logged
 		if hasBackground {
 			st.Wait()
 		}
@@ -283,16 +288,16 @@ func (p *Pipeline) ReloadOnSignal(ctx context.Context, hup <-chan os.Signal) {
 // LogReload logs the outcome err of a reload asked for by source (SIGHUP,
 // http): one line, the same for every source but its name, holding the
 // problem of each file that failed, each naming the file.
-func LogReload(logger log.Logger, source string, err error) { logReload(logger, source, err) }
+func LogReload(logger log.Logger, source string, err error) { logReload(logger, source, err, "") }
 
-// logReload is LogReload, the line ending with kv.
-func logReload(logger log.Logger, source string, err error, kv ...any) {
+// logReload is LogReload, the message ending with note, the line with kv.
+func logReload(logger log.Logger, source string, err error, note string, kv ...any) {
 	switch {
 	case errors.Is(err, ErrNothingToReload):
-		level.Info(logger).Log(append([]any{"msg", "reload ignored", "source", source, "reason", err}, kv...)...)
+		level.Info(logger).Log(append([]any{"msg", "reload ignored" + note, "source", source, "reason", err}, kv...)...)
 	case err != nil:
-		level.Error(logger).Log(append([]any{"msg", "reload failed, the files named keep their previous configuration unless their error says otherwise", "source", source, "err", err}, kv...)...)
+		level.Error(logger).Log(append([]any{"msg", "reload failed, the files named keep their previous configuration unless their error says otherwise" + note, "source", source, "err", err}, kv...)...)
 	default:
-		level.Info(logger).Log(append([]any{"msg", "reloaded the configuration", "source", source}, kv...)...)
+		level.Info(logger).Log(append([]any{"msg", "reloaded the configuration" + note, "source", source}, kv...)...)
 	}
 }

@@ -28,7 +28,7 @@ const TunerPagePath = "/tuner"
 
 // TunerPageMaxInFlight is how many tuner page requests, HTML and JSON
 // together, the exporter serves at once; a request beyond is answered 503
-// with a Retry-After. Each builds the whole view, history included: about
+// with a Retry-After (NewTunerPageBusy). Each builds the whole view, history included: about
 // 70 KB of allocations for each series of a full history, a tenant's burn
 // or a knob's value (docs/tuner-page.md), so a count of its own, not
 // --web.max-requests' 40, bounds the memory they take.
@@ -285,7 +285,7 @@ type nodeLockView struct {
 // and tuner status (nil when the tuner is off) into the page's view, with
 // at most maxDecisions decisions.
 func newTunerView(info TunerPageInfo, snap *tenant.Snapshot, st *tuner.Status, maxDecisions int) tunerView {
-	v := tunerView{Backend: info.Backend, Simulated: info.Backend == "sim", RefreshSeconds: max(1, int(math.Round(info.Refresh.Seconds()))),
+	v := tunerView{Backend: info.Backend, Simulated: info.Backend == "sim", RefreshSeconds: info.refreshSeconds(),
 		TunerOn: st != nil, Mode: string(tuner.ModeOff), DecisionCap: maxDecisions,
 		GPUs: []gpuView{}, Tenants: []tenantView{}, Settings: []settingView{}, Decisions: []decisionView{},
 		History: historyView{Tenants: []seriesView{}, Knobs: []seriesView{}}}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"strconv"
-	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,19 +55,13 @@ type handlerOptions struct {
 	// TunerPage, when set, is served at /tuner and linked from the
 	// landing page.
 	TunerPage http.Handler
+	// TunerPageInfo is what the tuner page's answer beyond its limit
+	// says: how often it reloads itself (its Refresh).
+	TunerPageInfo webui.TunerPageInfo
 	// About says what the landing page shows: backend, tuner mode,
 	// tenants.
 	About func() webui.About
 }
-
-// tunerPageRetryAfter is the Retry-After of a tuner page request beyond
-// its limit: webui.TunerPageWriteTimeout, in seconds. A page is rendered
-// in well under a second, but a slot is held by a client that stops
-// reading until that timeout (and by one that reads slowly until it has
-// read the page): a retry a second later would mostly meet the same
-// refusal, where one after the timeout finds a stalled client's slot
-// free.
-var tunerPageRetryAfter = strconv.Itoa(int(webui.TunerPageWriteTimeout / time.Second))
 
 // tunerPageLimit is how many tuner page requests are served at once:
 // webui.TunerPageMaxInFlight, or --web.max-requests where lower (and not
@@ -128,8 +120,11 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 		// The page renders the whole state on each request: a limit of
 		// its own, so that its viewers never take a scraper's slot, and
 		// a small one, so that its renders' memory stays bounded.
-		mux.Handle(webui.TunerPagePath, httplimit.InFlightOf(tunerPageLimit(o.MaxRequests), "tuner page",
-			"the page's own limit, --web.max-requests where lower", tunerPageRetryAfter, o.Logger, o.TunerPage))
+		// A request beyond it gets a page that reloads itself as the
+		// page does, not before the Retry-After (webui.NewTunerPageBusy).
+		limit := tunerPageLimit(o.MaxRequests)
+		mux.Handle(webui.TunerPagePath, httplimit.InFlightOf(limit, "tuner page",
+			"the page's own limit, --web.max-requests where lower", webui.NewTunerPageBusy(o.TunerPageInfo, limit), o.Logger, o.TunerPage))
 	}
 	// One limit for every metrics request, filtered ones included (a
 	// per-handler limit would not bound requests that each build their

@@ -326,8 +326,9 @@ func TestMaxRequestsCoversTunerPage(t *testing.T) {
 // allows (40 by default; 0, no limit), and --web.max-requests where that
 // is lower: a request beyond it is answered 503 with a Retry-After of
 // webui.TunerPageWriteTimeout, the longest a client that stops reading
-// holds a slot (1 s, a scrape's, understated it), and only that many
-// render at once.
+// holds a slot (1 s, a scrape's, understated it), in a page that reloads
+// itself (a plain text before, where a browser left on the page stopped),
+// and only that many render at once.
 func TestTunerPageLimit(t *testing.T) {
 	for _, tc := range []struct {
 		maxRequests int64
@@ -363,6 +364,9 @@ func TestTunerPageLimit(t *testing.T) {
 		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "10" {
 			t.Errorf("--web.max-requests=%d: page %d while %d render: %d, Retry-After %q; want 503 with 10 (%d rendered)",
 				tc.maxRequests, tc.pages+1, tc.pages, rec.Code, rec.Header().Get("Retry-After"), pages.Load())
+		}
+		if body := rec.Body.String(); !strings.Contains(body, `<meta http-equiv="refresh" content="10">`) {
+			t.Errorf("--web.max-requests=%d: the page refused: %q, want a page that reloads itself (webui.NewTunerPageBusy)", tc.maxRequests, body)
 		}
 		close(release)
 		for range tc.pages {

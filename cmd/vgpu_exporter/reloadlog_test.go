@@ -245,15 +245,15 @@ func TestWebInvalidLoggedByMode(t *testing.T) {
 
 // POST /-/reload, which needs no authentication without a web
 // configuration, cannot flood the log: 1000 requests write the first
-// reload's line, the next line, an interval on, counts those not logged,
-// and a failure after successes is logged at once (before, each request
-// wrote a line: 1000 lines).
+// reload's line, the next line, once an interval on, sums those not
+// logged up, and a failure after successes is logged at once (before,
+// each request wrote a line: 1000 lines).
 func TestReloadFloodOverHTTPLogBounded(t *testing.T) {
 	addr := freeAddr(t)
 	cfg := testConfig(t, "--web.listen-address="+addr, "--sample.interval=1h")
 	b := &fakeBuilder{}
 	logs := &testutil.SyncBuffer{}
-	clock := gpu.NewManualClock(time.Unix(1e9, 0))
+	clock := gpu.NewManualClock(time.Unix(1e9, 0).UTC())
 	svc := newService(&fakeSource{}, b, "/etc/tenants.yaml", clock, time.Hour, log.NewLogfmtLogger(logs))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -270,20 +270,29 @@ func TestReloadFloodOverHTTPLogBounded(t *testing.T) {
 		name    string
 		advance time.Duration
 		bad     bool
+		summary string // the line logged once the clock advanced; "": none
 		posts   int
 		code    int
 		want    string // the one line the posts write; "": none
 	}{
 		{name: "a flood", posts: 1000, code: 200, want: `level=info msg="reloaded the configuration" source=http`},
-		{name: "an interval on", advance: pipeline.AskedLogEvery, posts: 1, code: 200, want: `level=info msg="reloaded the configuration" source=http not_logged=999`},
+		{name: "an interval on", advance: pipeline.AskedLogEvery, posts: 1, code: 200,
+			summary: `level=info msg="reloaded the configuration (the last of the reloads asked for whose lines were held back)" source=http asked_at=2001-09-09T01:46:40Z not_logged=999`},
 		{name: "more within it", posts: 10, code: 200},
-		{name: "a failure after successes", bad: true, posts: 1, code: 500, want: `level=error msg="reload failed, the files named keep their previous configuration unless their error says otherwise" source=http err="/etc/tenants.yaml:1: bad" not_logged=10`},
+		{name: "a failure after successes", bad: true, posts: 1, code: 500, want: `level=error msg="reload failed, the files named keep their previous configuration unless their error says otherwise" source=http err="/etc/tenants.yaml:1: bad" not_logged=11`},
 	} {
+		before := len(logs.String())
 		clock.Advance(step.advance)
+		if step.summary != "" {
+			waitUntil(t, step.name+": the summary of the reloads held back", func() bool { return strings.Contains(logs.String()[before:], "\n") })
+			if got := logs.String()[before:]; got != step.summary+"\n" {
+				t.Errorf("%s: the summary logged:\n%s\nwant:\n%s", step.name, got, step.summary)
+			}
+		}
 		b.mu.Lock()
 		b.bad = step.bad
 		b.mu.Unlock()
-		before := len(logs.String())
+		before = len(logs.String())
 		for range step.posts {
 			resp, err := http.Post(base+"/-/reload", "", nil)
 			if err != nil {

@@ -236,20 +236,22 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 		}
 	}
 	clog := log.With(s.logger, "component", "collector")
+	pageInfo := tunerPageInfoOf(cfg)
 	h, err := newHandler(handlerOptions{
 		TelemetryPath: cfg.TelemetryPath,
 		Self:          self,
 		NewCollector: func(filters ...string) (prometheus.Collector, error) {
 			return s.withTuner(newCollector, clog, filters)
 		},
-		MaxRequests: cfg.MaxRequests,
-		Logger:      s.logger,
-		Ready:       s.Ready,
-		Reload:      func() error { return s.ReloadAsked("http") },
-		Version:     s.Version,
-		Subscribe:   s.Subscribe,
-		TunerPage:   webui.NewTunerPage(s.Snapshot, s.tunerStatus, tunerPageInfoOf(cfg), log.With(s.logger, "component", "web")),
-		About:       func() webui.About { return s.about(cfg) },
+		MaxRequests:   cfg.MaxRequests,
+		Logger:        s.logger,
+		Ready:         s.Ready,
+		Reload:        func() error { return s.ReloadAsked("http") },
+		Version:       s.Version,
+		Subscribe:     s.Subscribe,
+		TunerPage:     webui.NewTunerPage(s.Snapshot, s.tunerStatus, pageInfo, log.With(s.logger, "component", "web")),
+		TunerPageInfo: pageInfo,
+		About:         func() webui.About { return s.about(cfg) },
 	})
 	if err != nil {
 		return err
