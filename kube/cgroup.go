@@ -53,11 +53,15 @@ func (c CgroupInfo) Rank() int {
 // under systemd by its slice and scope names, under cgroupfs, where the
 // kubepods segment lies above the namespace, by its shape
 // ("/../../../burstable/pod<uid>/<id>", see namespacedPodAt).
+// A kubepods cgroup below a user's slice or any service (user.slice, a
+// user manager's user@UID.service, a service with a subtree delegated to
+// it) is one its owner made, and names no pod: the kubelet's is at the
+// root, or in a container's or a machine's scope (a node in a container).
 func ParseCgroupPath(path string) CgroupInfo {
 	info := CgroupInfo{Path: path}
 	segs := strings.Split(path, "/")
 	podAt := namespacedPodAt(segs)
-	inKube, inDocker := false, false
+	inKube, inDocker, owned := false, false, false
 	for i, s := range segs {
 		if info.PodUID != "" && info.ContainerID != "" {
 			// the pod's container was found (a container found above the
@@ -69,7 +73,10 @@ func ParseCgroupPath(path string) CgroupInfo {
 		if s == "" {
 			continue
 		}
-		if kubepodsSegment(s) {
+		if !inKube && (s == "user.slice" || isServiceName(s)) {
+			owned = true // what lies below is the user's or the service's to name
+		}
+		if kubepodsSegment(s) && !owned {
 			inKube = true
 		}
 		if i == podAt {
@@ -191,18 +198,39 @@ func SystemdService(path string) string {
 	return ""
 }
 
-// inSlice says whether the segments above a unit are a slice's (or the
-// root, or a path relative to the reader's cgroup namespace): where the
-// system's manager puts a service. A cgroup named like a service inside
-// another service's (a subtree delegated to it, as Delegate=yes gives) is
-// that service's own, and names no unit of the system's: a tenant that
-// made ".../tenant.service/sshd.service" is not sshd.
+// inSlice says whether the segments above a unit are slices alone, from
+// the root (or from the ".." segments that begin a path relative to the
+// reader's cgroup namespace) down: where the system's manager puts a
+// service. A cgroup named like a service anywhere inside another
+// service's (a subtree delegated to it, as Delegate=yes gives) is that
+// service's own, slices it made above it included, and names no unit of
+// the system's: a tenant that made ".../tenant.service/sshd.service" or
+// ".../tenant.service/x.slice/sshd.service" is not sshd.
 func inSlice(above []string) bool {
-	if len(above) == 0 {
+	if len(above) == 0 || above[0] != "" {
 		return false
 	}
-	p := above[len(above)-1]
-	return p == "" || p == ".." || strings.HasSuffix(p, ".slice")
+	i := 1
+	for i < len(above) && above[i] == ".." {
+		i++
+	}
+	for _, s := range above[i:] {
+		if len(s) <= len(".slice") || !strings.HasSuffix(s, ".slice") {
+			return false
+		}
+	}
+	return true
+}
+
+// SlicesAbove says whether every cgroup above path's last one is a slice,
+// from the root (or from the ".." segments that begin a path relative to
+// the reader's cgroup namespace) down: whether the system's manager made
+// the cgroup's place, not a user (user.slice's user@UID.service) or a
+// service in a subtree delegated to it, who may name cgroups and slices
+// there as they like.
+func SlicesAbove(path string) bool {
+	segs := strings.Split(path, "/")
+	return len(segs) > 1 && inSlice(segs[:len(segs)-1])
 }
 
 // MachineScope is the part of a cgroup path up to the scope that

@@ -60,6 +60,20 @@ func TestParseCgroupPath(t *testing.T) {
 		{"pod-named cgroup under another slice, from a namespace", "/../../../build.slice/pod" + puid + "/" + cid, "", "", ""},
 		{"pod-named cgroup in a container, from a namespace", "/../../../../system.slice/docker-" + cid + ".scope/pod" + puid + "/" + cid, "", cid, "docker"},
 		{"pod segment with more than the uid, from a namespace", "/../../xpod" + puid + "/" + cid, "", "", ""},
+		// a kubepods cgroup made below a user's slice or a service (a user
+		// manager's, every login user's, or any Delegate=yes service) with
+		// another pod's name below it: its owner's, no pod's (pod UIDs are
+		// in every pod process's world-readable /proc/PID/cgroup)
+		{"kubepods in a user's manager", "/user.slice/user-1000.slice/user@1000.service/app.slice/kubepods/pod" + puid + "/" + cid, "", "", ""},
+		{"kubepods slices in a user's manager", "/user.slice/user-1000.slice/user@1000.service/app.slice/kubepods.slice/kubepods-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope", "", cid, "containerd"},
+		{"kubepods in a user's slice", "/user.slice/kubepods/pod" + puid + "/" + cid, "", "", ""},
+		{"kubepods in a service", "/system.slice/tenant.service/kubepods/burstable/pod" + puid + "/" + cid, "", "", ""},
+		{"kubepods in a service, from a namespace", "/../../../system.slice/tenant.service/kubepods/pod" + puid + "/" + cid, "", "", ""},
+		{"kubepods in a user's manager, from a namespace", "/../../../../user.slice/user-1000.slice/user@1000.service/kubepods.slice/kubepods-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice", "", "", ""},
+		// a node in a container's or a machine's scope (kind, a
+		// systemd-nspawn machine) is a node: its kubepods names pods
+		{"a kind node in a container's scope", "/system.slice/docker-" + strings.Repeat("ab", 32) + ".scope/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod0f2c3d4e_5a6b_4c7d_8e9f_a0b1c2d3e4f5.slice/cri-containerd-" + cid + ".scope", puid, cid, "containerd"},
+		{"a node in a machine's scope", "/machine.slice/machine-node1.scope/payload/kubepods/burstable/pod" + puid + "/" + cid, puid, cid, ""},
 		{"user session", "/user.slice/user-1000.slice/session-3.scope", "", "", ""},
 		{"root", "/", "", "", ""},
 		{"empty", "", "", "", ""},
@@ -209,6 +223,13 @@ func TestSystemdService(t *testing.T) {
 		{"/system.slice/tenant.service/sshd.service/worker", ""},
 		{"/system.slice/tenant.service/a/sshd.service", ""},
 		{"/../../tenant.service/sshd.service", ""},
+		// nor below a slice it made: every cgroup above the unit must be a slice
+		{"/system.slice/tenant.service/x.slice/sshd.service", ""},
+		{"/system.slice/tenant.service/x.slice/sshd.service/worker", ""},
+		{"/system.slice/tenant.service/x.slice/y.slice/sshd.service", ""},
+		{"/../../tenant.service/x.slice/sshd.service", ""},
+		{"/system.slice/docker-" + cid + ".scope/x.slice/sshd.service", ""},
+		{"/../../a.slice/b.slice/trainer.service", "trainer.service"},
 		// at the root, and relative to the reader's cgroup namespace
 		{"/trainer.service", "trainer.service"},
 		{"/../../trainer.service/worker", "trainer.service"},

@@ -202,3 +202,30 @@ func TestMappingOversizedNamesLeftOut(t *testing.T) {
 		t.Errorf("oversized %d, first %.200q (%d bytes); want 5, the device ID clipped", n, first, len(first))
 	}
 }
+
+// A host user's GPU process, on a GPU no pod holds, in a kubepods/pod<UID>
+// cgroup it made in its own user manager's subtree, is no pod's. Before, it
+// was resolved to the pod it named, with that pod's namespace and labels
+// (its tenant: a latency tenant's class, the victim charged).
+func TestResolvePodKubepodsInUserSubtree(t *testing.T) {
+	const uid = "0c8d2f6e-71b5-4a9d-8e3f-2a6b9c4d1e57"
+	meta := `{"items":[{"metadata":{"name":"victim","namespace":"llm","uid":"` + uid + `","labels":{"team":"search"}},"status":{"containerStatuses":[{"name":"app","containerID":"containerd://aaaa01"}]}}]}`
+	resp := &podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{{Namespace: "llm", Name: "victim",
+		Containers: []*podresourcesv1.ContainerResources{{Name: "app", Devices: []*podresourcesv1.ContainerDevices{{ResourceName: "nvidia.com/gpu", DeviceIds: []string{"GPU-a"}}}}}}}}
+	m, err := kube.NewMappingWithMetadata(resp, "pods.json", []byte(meta))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{
+		"/user.slice/user-1000.slice/user@1000.service/app.slice/kubepods/pod" + uid,
+		"/system.slice/tenant.service/kubepods/burstable/pod" + uid,
+	} {
+		if ref := m.ResolvePod(kube.ParseCgroupPath(path), "GPU-b"); ref != nil {
+			t.Errorf("%s on GPU-b resolved to pod %s/%s (labels %v)", path, ref.Namespace, ref.Name, ref.Labels)
+		}
+	}
+	// the pod's own process, in the kubelet's cgroup, still is
+	if ref := m.ResolvePod(kube.ParseCgroupPath("/kubepods/burstable/pod"+uid+"/aaaa01"), "GPU-a"); ref == nil || ref.Name != "victim" {
+		t.Errorf("the pod's own process resolved to %+v", ref)
+	}
+}

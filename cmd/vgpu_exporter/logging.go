@@ -4,7 +4,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -18,14 +22,15 @@ var (
 )
 
 // newLogger returns a go-kit logger writing to w in the given format, with a
-// UTC timestamp on every line and lines below lvl dropped.
+// UTC timestamp on every line and lines below lvl dropped. Text that is not
+// printable is escaped (escapeUnprintable, and the formats' own escapes).
 func newLogger(w io.Writer, format, lvl string) (log.Logger, error) {
 	var l log.Logger
 	switch format {
 	case "logfmt":
-		l = log.NewLogfmtLogger(log.NewSyncWriter(w))
+		l = escapeUnprintable(log.NewLogfmtLogger(log.NewSyncWriter(w)))
 	case "json":
-		l = log.NewJSONLogger(log.NewSyncWriter(w))
+		l = escapeUnprintable(log.NewJSONLogger(log.NewSyncWriter(w)))
 	default:
 		return nil, fmt.Errorf("--log.format: unknown format %q (one of %s)", format, strings.Join(logFormats, ", "))
 	}
@@ -87,4 +92,59 @@ func unwrapSlogValues(next log.Logger) log.Logger {
 		}
 		return next.Log(out...)
 	})
+}
+
+// escapeUnprintable escapes, in Go's way (\u009b, \u2028), the characters
+// beyond ASCII that are not printable in the keys and values (strings,
+// errors, fmt.Stringers) it passes to next: C1 controls (CSI U+009B, NEL
+// U+0085), the line and paragraph separators, format characters (bidi
+// overrides). Both formats escape ASCII's controls and invalid UTF-8
+// themselves, but write those raw, and a terminal or a log viewer takes
+// them for an escape sequence or a line break. A value with none is
+// passed as it is.
+func escapeUnprintable(next log.Logger) log.Logger {
+	return log.LoggerFunc(func(keyvals ...any) error {
+		var out []any // a copy, made at the first change: keyvals is the caller's
+		for i, v := range keyvals {
+			var s string
+			switch v := v.(type) {
+			case string:
+				s = v
+			case error:
+				s = v.Error()
+			case fmt.Stringer:
+				s = v.String()
+			default:
+				continue
+			}
+			if !strings.ContainsFunc(s, unprintable) {
+				continue
+			}
+			if out == nil {
+				out = slices.Clone(keyvals)
+			}
+			var b strings.Builder
+			for len(s) > 0 {
+				r, n := utf8.DecodeRuneInString(s)
+				if unprintable(r) {
+					q := strconv.QuoteRuneToASCII(r)
+					b.WriteString(q[1 : len(q)-1])
+				} else {
+					b.WriteString(s[:n]) // an invalid byte as it was: the format's to escape
+				}
+				s = s[n:]
+			}
+			out[i] = b.String()
+		}
+		if out == nil {
+			return next.Log(keyvals...)
+		}
+		return next.Log(out...)
+	})
+}
+
+// unprintable says whether r is a character beyond ASCII that is not
+// printable (escapeUnprintable's).
+func unprintable(r rune) bool {
+	return r >= utf8.RuneSelf && r != utf8.RuneError && !unicode.IsGraphic(r)
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 func TestNewLoggerRejectsBadInput(t *testing.T) {
@@ -151,8 +152,11 @@ func TestSlogOneTimestamp(t *testing.T) {
 // Text a tenant shapes (a pod's or a cgroup's name, a process's comm, its
 // /metrics body quoted in an error) never forges a log line nor reaches the
 // terminal as an escape sequence: whatever it holds, one record is one line
-// with no C0 control character (line breaks and ESC are escaped), in either
-// format, as a value or inside an error.
+// with no control character nor any other that is not printable (line
+// breaks, ESC, C1 controls such as CSI U+009B and NEL U+0085, the line and
+// paragraph separators, bidi overrides are escaped), in either format, as a
+// value or inside an error. Before, C1 controls and U+2028/2029 went
+// through raw.
 func TestLogLinesHostileText(t *testing.T) {
 	hostile := []string{
 		"a\nts=2026-01-01T00:00:00Z level=error msg=\"forged\"",
@@ -161,6 +165,11 @@ func TestLogLinesHostileText(t *testing.T) {
 		"\x07\x08\x00",
 		`" msg="forged`,
 		"\xff\xfe invalid UTF-8",
+		"\u009b2J\u009b31mred",
+		"a\u0085level=error msg=forged",
+		"a\u2028level=error\u2029msg=forged",
+		"\u202egnp.exe",
+		"\xff\u009b invalid and C1",
 	}
 	for _, format := range logFormats {
 		for _, h := range hostile {
@@ -171,9 +180,33 @@ func TestLogLinesHostileText(t *testing.T) {
 			}
 			l.Log("level", "warn", "msg", "scrape of "+h, "tenant", h, "err", errors.New("GET http://x/metrics: "+h))
 			s := b.String()
-			if strings.Count(s, "\n") != 1 || !strings.HasSuffix(s, "\n") || strings.IndexFunc(strings.TrimSuffix(s, "\n"), func(r rune) bool { return r < 0x20 }) >= 0 {
+			if strings.Count(s, "\n") != 1 || !strings.HasSuffix(s, "\n") || strings.IndexFunc(strings.TrimSuffix(s, "\n"), func(r rune) bool { return r != ' ' && !unicode.IsGraphic(r) }) >= 0 {
 				t.Errorf("%s, %q: not one line free of control characters: %q", format, h, s)
 			}
+		}
+	}
+}
+
+// A value with no unprintable character reaches the line as it would
+// without the escaping: printable text beyond ASCII, an ASCII control left
+// to the format's own escape.
+func TestLogLinesPrintableTextAsIs(t *testing.T) {
+	for _, tc := range []struct{ format, in, want string }{
+		{"logfmt", "llm-é ü", `tenant="llm-é ü"`},
+		{"logfmt", "a\nb", `tenant="a\nb"`},
+		{"logfmt", "a\u0085b", `tenant=a\u0085b`},
+		{"json", "llm-é ü", `"tenant":"llm-é ü"`},
+		{"json", "a\nb", `"tenant":"a\nb"`},
+		{"json", "a\u0085b", `"tenant":"a\\u0085b"`},
+	} {
+		var b bytes.Buffer
+		l, err := newLogger(&b, tc.format, "info")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Log("level", "warn", "tenant", tc.in)
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%s, %q: line %q lacks %s", tc.format, tc.in, b.String(), tc.want)
 		}
 	}
 }

@@ -41,8 +41,9 @@ plan=$(cat)
 # innermost *.service of its cgroup, itself or the parent of a plain
 # subgroup), nothing when there is none: a container's or a pod's process
 # (its runtime's service is not its own: restarting that would restart
-# every container), a session scope, a user manager's unit, a cgroup file
-# that lists a hierarchy or a controller twice.
+# every container), a session scope, a user manager's unit, a cgroup named
+# like a service below one that is not a slice, a cgroup file that lists a
+# hierarchy or a controller twice.
 unit_of_pid() {
 	f="$PROC_ROOT/$1/cgroup"
 	[ -r "$f" ] || return 0
@@ -68,10 +69,20 @@ unit_of_pid() {
 		case "$unit" in ?*.service) ;; *) return 0 ;; esac
 		;;
 	esac
-	# the system's manager puts a service in a slice (or at the root): a
-	# cgroup named like a service inside another service's (a subtree
-	# delegated to it) is that service's own, and no unit to restart
-	case "${above##*/}" in '' | .. | *.slice) printf '%s\n' "$unit" ;; esac
+	# the system's manager puts a service in slices alone, from the root
+	# (or from the .. segments of a path relative to the reader's cgroup
+	# namespace) down: a cgroup named like a service anywhere inside
+	# another service's (a subtree delegated to it), slices it made above
+	# it included, is that service's own, and no unit to restart
+	while [ "${above#/../}" != "$above" ] || [ "$above" = /.. ]; do
+		above=${above#/..}
+	done
+	case "$above" in '' | /*) ;; *) return 0 ;; esac
+	while [ -n "$above" ]; do
+		case "${above##*/}" in ?*.slice) ;; *) return 0 ;; esac
+		above=${above%/*}
+	done
+	printf '%s\n' "$unit"
 }
 
 if ! printf '%s' "$plan" | jq -e 'type == "object"' >/dev/null 2>&1; then

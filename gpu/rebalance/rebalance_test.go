@@ -266,6 +266,9 @@ func TestSystemdMoveHook(t *testing.T) {
 		{name: "a forged named hierarchy names no service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 34, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
 		{name: "a service's own cgroup named like another service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 35, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
 		{name: "a subgroup of a service's own cgroup named like another service", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 36, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
+		{name: "a service's own cgroup named like another service below a slice it made", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 37, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
+		{name: "a subgroup of it", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 38, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
+		{name: "it, read through a cgroup namespace", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", PID: 39, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
 		{name: "one service to two GPUs", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "llm-a", PID: 10, ToUUID: "GPU-1"}, {Tenant: "llm-a", Unit: "llm-a.service", ToUUID: "GPU-2"}}}, err: "moves llm-a.service to more than one GPU", calls: "[]"},
 		{name: "a move without a GPU", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{{Tenant: "x", Unit: "x.service"}}}, err: "needs a .service unit and a GPU UUID", calls: "[]"},
 	} {
@@ -280,7 +283,8 @@ func TestSystemdMoveHook(t *testing.T) {
 				11: "0::/system.slice/llm-a.service/worker\n",
 				20: "12:memory:/system.slice/system-llm.slice/llm-b@2.service\n1:name=systemd:/system.slice/system-llm.slice/llm-b@2.service\n",
 				21: `0::/system.slice/system-train.slice/train@gpu\x2d0.service` + "\n",
-				22: `0::/system.slice/system-train.slice/train@gpu\x2d0.service/worker` + "\n",
+				// read through a cgroup namespace: its slices below the ..
+				22: `0::/../../system-train.slice/train@gpu\x2d0.service/worker` + "\n",
 				30: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-x.scope\n",
 				31: "12:memory:/kubepods/burstable/pod" + "0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5/" + strings.Repeat("ab", 32) + "\n1:name=systemd:/system.slice/containerd.service\n",
 				32: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/trainer.service\n",
@@ -292,6 +296,11 @@ func TestSystemdMoveHook(t *testing.T) {
 				35: "0::/system.slice/tenant.service/sshd.service\n",
 				36: "0::/system.slice/tenant.service/sshd.service/worker\n",
 				34: "4:memory:/system.slice/tenant.service/x\n9:name=systemd:/system.slice/victim.service\n1:name=systemd:/system.slice/tenant.service\n",
+				// and below a slice it made: every cgroup above a unit must
+				// be a slice
+				37: "0::/system.slice/tenant.service/x.slice/sshd.service\n",
+				38: "0::/system.slice/tenant.service/x.slice/sshd.service/worker\n",
+				39: "0::/../../tenant.service/x.slice/sshd.service\n",
 			}))
 			h := newHook(t, hookPath(t, "systemd-move.sh"), 10*time.Second)
 			err := h.Rebalance(ctx, tc.plan)

@@ -143,6 +143,17 @@ func TestFinderPicksTheVMsProcess(t *testing.T) {
 			150: {cmd: qemu(), cgroup: `0::/user.slice/user-1000.slice/user@1000.service/machine.slice/machine-qemu\x2d1\x2dtrain.scope`},
 			200: {cmd: qemu(), cgroup: libvirt},
 		}, want: 200, log: "PID 150"},
+		// nor is one a service made in the subtree delegated to it
+		// (Delegate=yes), nor a container in its own: every cgroup above
+		// the scope must be a slice
+		{name: "a service's own machine scope against libvirt's", procs: map[int]fakeProc{
+			150: {cmd: qemu(), cgroup: `0::/system.slice/tenant.service/machine.slice/machine-qemu\x2d1\x2dvictim.scope`},
+			200: {cmd: qemu(), cgroup: libvirt},
+		}, want: 200, log: "PID 150"},
+		{name: "a container's own machine scope against libvirt's", procs: map[int]fakeProc{
+			150: {cmd: qemu(), cgroup: `0::/system.slice/docker-0123456789ab.scope/machine.slice/machine-qemu\x2d1\x2dvictim.scope`},
+			200: {cmd: qemu(), cgroup: libvirt},
+		}, want: 200, log: "PID 150"},
 		// Proxmox VE's VM: its QEMU (kvm -id VMID) in the scope of its
 		// VMID in the root's qemu.slice, cgroup v2 or v1
 		{name: "Proxmox's QEMU and a user's own", procs: map[int]fakeProc{

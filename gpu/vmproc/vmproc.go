@@ -27,6 +27,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -326,15 +327,15 @@ func (f *Finder) scan() map[string][]claimant {
 
 // systemMachineScope is the virtual machine's scope that a cgroup path is
 // in (kube.MachineScope: systemd-machined's, or Proxmox VE's in the root's
-// qemu.slice), where the system's manager made it: "" for one under a
-// user's slice or user manager (user.slice, user@UID.service), where the
-// user may make machine.slice and any scope in it themselves.
+// qemu.slice), where the system's manager made it, in slices alone
+// (kube.SlicesAbove) and not a user's: "" for one under a user's slice or
+// user manager (user.slice, user@UID.service), any service with a subtree
+// delegated to it, or in a container's or another machine's scope, where
+// its owner may make machine.slice and any scope in it themselves.
 func systemMachineScope(path string) string {
 	scope := kube.MachineScope(path)
-	for _, seg := range strings.Split(scope, "/") {
-		if seg == "user.slice" || (strings.HasPrefix(seg, "user@") && strings.HasSuffix(seg, ".service")) {
-			return ""
-		}
+	if scope == "" || !kube.SlicesAbove(scope) || slices.Contains(strings.Split(scope, "/"), "user.slice") {
+		return ""
 	}
 	return scope
 }
