@@ -83,10 +83,10 @@ func vgpuDevice() gpu.Device {
 		SMCount: 132, MemoryTotalBytes: 80 * gib, MemoryUsedBytes: 40 * gib,
 		VGPUs: []gpu.VGPUInstance{
 			{ID: 7, UUID: "vgpu-7", VMID: "vm-1", VMName: "inference-a", Type: "H100-20C",
-				FramebufferBytes: 20 * gib, FramebufferUsed: 12 * gib,
+				FramebufferBytes: 20 * gib, FramebufferUsed: gpu.Uint(12 * gib),
 				SMUtil: gpu.Float(0.5), MemUtil: gpu.Float(0.25), EncUtil: gpu.Float(0), DecUtil: gpu.Float(0.125)},
 			{ID: 8, UUID: "vgpu-8", VMID: "vm-2", VMName: "batch-b", Type: "H100-20C",
-				FramebufferBytes: 20 * gib, FramebufferUsed: 4 * gib},
+				FramebufferBytes: 20 * gib, FramebufferUsed: gpu.Uint(4 * gib)},
 		},
 		Scheduler: &gpu.VGPUScheduler{Policy: gpu.VGPUPolicyBestEffort, ARREnabled: true, TimeSlice: 2 * time.Millisecond,
 			AvgFactor: 33, Frequency: 960, MinTimeSlice: time.Millisecond, MaxTimeSlice: 30 * time.Millisecond},

@@ -98,3 +98,74 @@ vgpu_tenant_figure_info{class="best-effort",gpu="0",gpu_instance="1",method="mea
 		t.Error(err)
 	}
 }
+
+// While NVML refuses a process list (a MIG instance's, or a whole GPU's),
+// its tenants of the sample before are carried forward: their figures
+// were, but their vgpu_tenant_processes read 0 (MIG), or the tenant's
+// series went and its activity to unassigned (whole GPU). Now a carried
+// tenant keeps its process count as it keeps its split.
+func TestTenantProcessesCarriedWhileListRefused(t *testing.T) {
+	const tenants = "tenants:\n  - {name: chat, selectors: [{executable: vllm}]}\n"
+	for _, tc := range []struct {
+		name string
+		dev  func(refused bool) gpu.Device
+		want string
+	}{
+		{"MIG instance", func(refused bool) gpu.Device {
+			d := gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true,
+				MIG: []gpu.MIGInstance{{UUID: "MIG-1", GPUInstanceID: 1, MemoryTotalBytes: 40 << 30, MemoryUsedBytes: 2 << 30, Activity: gpu.Activity{SMActive: gpu.Float(0.5)}}}}
+			if refused {
+				d.ProcessesUnread, d.MIG[0].ProcessesUnread = true, true
+			} else {
+				d.Processes = []gpu.Process{
+					{PID: 7, Name: "vllm", UID: -1, GPUInstanceID: 1, UsedMemoryBytes: gpu.Uint(1 << 30)},
+					{PID: 8, Name: "vllm", UID: -1, GPUInstanceID: 1, UsedMemoryBytes: gpu.Uint(1 << 30)},
+				}
+			}
+			return d
+		}, `vgpu_tenant_processes{class="best-effort",gpu="0",gpu_instance="1",tenant="chat",uuid="GPU-0"} 2`},
+		{"whole GPU", func(refused bool) gpu.Device {
+			d := gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingTimeSlice, MemoryTotalBytes: 80 << 30,
+				Activity: gpu.Activity{SMActive: gpu.Float(0.5)}}
+			if refused {
+				d.ProcessesUnread = true
+			} else {
+				d.Processes = []gpu.Process{
+					{PID: 7, Name: "vllm", UID: -1, GPUInstanceID: -1, SMUtil: gpu.Float(0.5), UsedMemoryBytes: gpu.Uint(1 << 30)},
+					{PID: 8, Name: "vllm", UID: -1, GPUInstanceID: -1, SMUtil: gpu.Float(0.25), UsedMemoryBytes: gpu.Uint(1 << 30)},
+				}
+			}
+			return d
+		}, `vgpu_tenant_processes{class="best-effort",gpu="0",gpu_instance="",tenant="chat",uuid="GPU-0"} 2`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := meterTwoSamples(t, tenants, func(energy float64) gpu.Device { return tc.dev(energy > 0) })
+			want := `
+# HELP vgpu_tenant_processes The tenant's processes with a context on the GPU (or MIG instance).
+# TYPE vgpu_tenant_processes gauge
+` + tc.want + "\n"
+			if err := testutil.CollectAndCompare(newExporter(t, snap, "tenant"), strings.NewReader(want), "vgpu_tenant_processes"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// A vGPU whose framebuffer use NVML did not give (nvmlVgpuInstanceGetFbUsage
+// failed) was served as using none, and its tenant's memory as known: now
+// both series are absent, not 0; its framebuffer size is still served.
+func TestVGPUFramebufferUsedUnreadAbsent(t *testing.T) {
+	snap := meterTwoSamples(t, "tenants:\n  - {name: vdi, selectors: [{vgpu: {vm_name: vdi-1}}]}\n", func(float64) gpu.Device {
+		return gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingVGPU, MemoryTotalBytes: 80 << 30,
+			VGPUs: []gpu.VGPUInstance{{ID: 7, UUID: "vgpu-7", VMID: "vm-1", VMName: "vdi-1", Type: "H100-20C", FramebufferBytes: 20 << 30}}}
+	})
+	want := `
+# HELP vgpu_vgpu_framebuffer_total_bytes Framebuffer (device memory) size of the vGPU instance.
+# TYPE vgpu_vgpu_framebuffer_total_bytes gauge
+vgpu_vgpu_framebuffer_total_bytes{gpu="0",uuid="GPU-0",vgpu_instance="7"} 2.147483648e+10
+`
+	if err := testutil.CollectAndCompare(newExporter(t, snap, "tenant", "vgpu"), strings.NewReader(want),
+		"vgpu_vgpu_framebuffer_total_bytes", "vgpu_vgpu_framebuffer_used_bytes", "vgpu_tenant_memory_used_bytes"); err != nil {
+		t.Error(err)
+	}
+}

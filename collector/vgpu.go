@@ -118,7 +118,9 @@ func (c *vgpuCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.Metri
 			e.optGauge(c.decUtil, v.DecUtil, g, u, id)
 			if v.FramebufferBytes > 0 {
 				e.gauge(c.fbTotal, float64(v.FramebufferBytes), g, u, id)
-				e.gauge(c.fbUsed, float64(v.FramebufferUsed), g, u, id)
+				if v.FramebufferUsed != nil { // absent, not 0, where NVML did not give it
+					e.gauge(c.fbUsed, float64(*v.FramebufferUsed), g, u, id)
+				}
 			}
 		}
 	}

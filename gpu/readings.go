@@ -279,11 +279,13 @@ type VGPUInstance struct {
 	HostPID          uint32
 	Type             string // vGPU type name, e.g. "H100-20C"
 	FramebufferBytes uint64
-	FramebufferUsed  uint64
-	SMUtil           *float64 // 0-1 over the interval
-	MemUtil          *float64
-	EncUtil          *float64
-	DecUtil          *float64
+	// FramebufferUsed is the framebuffer the instance uses; nil where the
+	// backend could not read it (unknown, not none).
+	FramebufferUsed *uint64
+	SMUtil          *float64 // 0-1 over the interval
+	MemUtil         *float64
+	EncUtil         *float64
+	DecUtil         *float64
 }
 
 // VGPUScheduler is a vGPU host's scheduler state.

@@ -272,7 +272,7 @@ func (s *Simulator) vgpuInstance(fig *figures, g *gpuState, t *tenant, ns float6
 		VMID: deriveUUID("", "vgpusim/vm/"+t.spec.Name), VMName: t.spec.VM.Name, HostPID: t.spec.VM.HostPID,
 		// a type that names no size has no framebuffer figure, as NVML
 		// reports none where it cannot read the type's
-		Type: t.spec.VM.Type, FramebufferBytes: t.spec.VM.fb, FramebufferUsed: uint64(t.spec.Memory),
+		Type: t.spec.VM.Type, FramebufferBytes: t.spec.VM.fb, FramebufferUsed: gpu.Uint(uint64(t.spec.Memory)),
 	}
 	if ns > 0 {
 		v.SMUtil, v.MemUtil = processUtil(fig, &t.acc[0], ns)

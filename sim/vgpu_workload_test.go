@@ -138,7 +138,7 @@ func TestVGPUFramebuffer(t *testing.T) {
 			s.AdvanceTo(s.Now().Add(time.Second))
 			r, _ := s.Sample(context.Background())
 			d := r.Devices[0]
-			if len(d.VGPUs) != 1 || d.VGPUs[0].Type != tc.typ || d.VGPUs[0].FramebufferBytes != tc.fb || d.VGPUs[0].FramebufferUsed != tc.used {
+			if len(d.VGPUs) != 1 || d.VGPUs[0].Type != tc.typ || d.VGPUs[0].FramebufferBytes != tc.fb || d.VGPUs[0].FramebufferUsed == nil || *d.VGPUs[0].FramebufferUsed != tc.used {
 				t.Fatalf("vGPUs %+v, want one %s with a framebuffer of %d bytes, %d used", d.VGPUs, tc.typ, tc.fb, tc.used)
 			}
 			oom := len(d.Events) == 1 && d.Events[0].Kind == gpu.EventOOM && strings.Contains(d.Events[0].Message, "framebuffer")

@@ -32,7 +32,8 @@ type tenantAcc struct {
 	// the readings give; memBytesN counts them, memUnknown counts its
 	// processes whose used memory the driver did not report (NVML's "not
 	// available": no permission, or a container in its own PID
-	// namespace).
+	// namespace), its VMs whose framebuffer use NVML did not give, and
+	// its hold carried forward while a process list is refused.
 	memBytes   uint64
 	memBytesN  int
 	memUnknown int
@@ -43,6 +44,14 @@ type tenantAcc struct {
 	pids      []uint32
 	vmPIDs    []uint32 // the host processes of its VMs
 	workloads []Workload
+	// listed counts its processes of a shared device's process list (not
+	// inside a VM, which the vGPU figures give apart): those a refused
+	// list hides.
+	listed int
+	// carried is its hold of the sample before on a shared device whose
+	// process list is refused, where none of its processes (or VMs) was
+	// read: it is carried forward; nil otherwise.
+	carried *sharedHeld
 }
 
 type devAcc struct {
@@ -150,12 +159,13 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 	parallel.Each(len(fits), func(i int) {
 		for _, sd := range fits[i] {
 			a := sd.d.Activity
-			if sd.departed || sd.unsampled() {
+			if sd.departed || sd.unsampled() || sd.carried {
 				// the interval's device figures hold the work of contexts
-				// that left, or of one listed without a sample, whose busy
-				// time no sample has: fitted, they would make the others'
-				// footprints too large for the whole window. The sample is
-				// kept without them, which the fit passes over.
+				// that left, of one listed without a sample, or of tenants
+				// carried forward, whose busy time no sample has: fitted,
+				// they would make the others' footprints too large for the
+				// whole window. The sample is kept without them, which the
+				// fit passes over.
 				a = gpu.Activity{}
 			}
 			sd.fit.fit(sd.ctxs, a.SMActive, a.SMOccupancy, a.DRAMActive)
@@ -273,11 +283,14 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		if inst.ProcessesUnread {
 			// its process list refused: who holds it is not known, and
 			// its holders are not known to have left. They are carried
-			// forward with what they held, their memory now not known.
+			// forward with what they held, their processes too, their
+			// memory now not known.
 			for tn, h := range prevHeld {
 				if _, ok := held[tn]; !ok {
 					held[tn] = h
-					perTenant.get(tn, gi).memUnknown++
+					a := perTenant.get(tn, gi)
+					a.memUnknown++
+					a.procs = h.procs
 				}
 			}
 		}
@@ -356,6 +369,12 @@ type sharedDevice struct {
 	// interval, or the device had activity of processes listed at neither
 	// end (gpu.Device.UnlistedActivity)
 	departed bool
+	// carried: a tenant of the previous sample is carried forward (the
+	// process list refused, tenantAcc.carried)
+	carried bool
+	// tenancy is the device's tenancy in this sample, whose holders
+	// sharedShares records
+	tenancy *devTenancy
 }
 
 // unsampled says whether a context of the device has no SM utilization
@@ -383,8 +402,12 @@ func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping,
 		vgpuTenant[v.ID] = t
 		a := perTenant.get(t, "")
 		ctxs = append(ctxs, newCtx(ctxUtil{key: ctxKey{id: 1<<32 | uint64(v.ID), threads: 1}, acc: a, sm: v.SMUtil, mem: v.MemUtil}))
-		a.memBytes += v.FramebufferUsed
-		a.memBytesN++
+		if v.FramebufferUsed != nil {
+			a.memBytes += *v.FramebufferUsed
+			a.memBytesN++
+		} else {
+			a.memUnknown++ // NVML did not give it: unknown, not none
+		}
 		if v.HostPID != 0 {
 			a.vmPIDs = append(a.vmPIDs, v.HostPID)
 		}
@@ -405,6 +428,7 @@ func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping,
 		sub := b.processSubject(compiled, podMap, d, p, nil)
 		a := perTenant.get(b.attribute(compiled, sub), "")
 		a.addProcess(p, sub)
+		a.listed++
 		if p.MPSActiveThreads != nil && *p.MPSActiveThreads > 0 {
 			a.addReserve(*p.MPSActiveThreads)
 		}
@@ -417,7 +441,32 @@ func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping,
 	for _, c := range ctxs {
 		curT.ctxs[c.key.id] = true
 	}
-	return &sharedDevice{d: d, perTenant: perTenant, ctxs: ctxs, fit: b.attr.fitOf(d.UUID), departed: prevT.departed(ctxs) || d.UnlistedActivity}
+	sd := &sharedDevice{d: d, perTenant: perTenant, ctxs: ctxs, fit: b.attr.fitOf(d.UUID), tenancy: curT}
+	if d.ProcessesUnread && prevT != nil {
+		// its process list refused: who runs there is not known, and the
+		// tenants of the sample before are not known to have left. Those
+		// none of whose processes (or VMs) was read are carried forward
+		// with what they held, their memory now not known, as on a MIG
+		// instance; their processes stay the device's contexts, so that
+		// once the list is read again one not in it has left.
+		for tn, h := range prevT.shared {
+			if _, ok := perTenant.byTenant[accKey{"", tn}]; ok {
+				continue
+			}
+			a := perTenant.get(tn, "")
+			a.procs, a.listed, a.reserve, a.reserveN = h.procs, h.procs, h.reserve, h.reserveN
+			a.memUnknown++
+			a.carried = &h
+			sd.carried = true
+		}
+		for id := range prevT.ctxs {
+			if id < 1<<32 { // a process's, not a VM's (read apart)
+				curT.ctxs[id] = true
+			}
+		}
+	}
+	sd.departed = prevT.departed(curT.ctxs) || d.UnlistedActivity
+	return sd
 }
 
 // sharedShares apportions a shared device's figures among its tenants,
@@ -439,7 +488,12 @@ func (b *Builder) sharedShares(compiled *compiledConfig, sd *sharedDevice) []Usa
 	accs := sortedAccs(perTenant)
 	smShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.smW, a.busyN > 0 })
 	memShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.memW, a.memBusyN > 0 })
-	if sd.departed {
+	if sd.carried {
+		// the tenants carried forward keep their parts of the sample
+		// before; none of their samples is read to bound them by
+		smShare = carriedShares(accs, smShare, func(h *sharedHeld) float64 { return h.sm })
+		memShare = carriedShares(accs, memShare, func(h *sharedHeld) float64 { return h.dram })
+	} else if sd.departed {
 		// the part of the interval of the contexts that left (or came
 		// and went) has no figure to say whose it was: those still here
 		// get no more than their own samples allow, and unassigned the
@@ -480,6 +534,14 @@ func (b *Builder) sharedShares(compiled *compiledConfig, sd *sharedDevice) []Usa
 			u.ContextSwitchesTotal = fs.ptr(b.addCS(d.UUID, a.tenant, csDelta*smShare[i]))
 		}
 		out = append(out, u)
+		if a.listed > 0 {
+			// it holds the device through processes of its list: carried
+			// forward while the next sample's list is refused
+			if sd.tenancy.shared == nil {
+				sd.tenancy.shared = map[string]sharedHeld{}
+			}
+			sd.tenancy.shared[a.tenant] = sharedHeld{procs: a.listed, reserve: a.reserve, reserveN: a.reserveN, sm: smShare[i], dram: memShare[i]}
+		}
 	}
 	return out
 }
@@ -549,13 +611,15 @@ func sortedAccs(perTenant *devAcc) []*tenantAcc {
 // shareBy returns each tenant's share (adding up to 1) of a per-tenant
 // weight, by index in accs; when the weight is unknown or zero for all, it
 // falls back to the share of kernel-busy time, then memory-busy time, then
-// used memory, then process count (equal per process).
+// used memory (only where every tenant's is known: an unknown is not
+// weighted as none), then process count (equal per process).
 func shareBy(accs []*tenantAcc, f func(*tenantAcc) (float64, bool)) []float64 {
+	memKnown := !slices.ContainsFunc(accs, func(a *tenantAcc) bool { return !a.memKnown() })
 	chain := []func(*tenantAcc) (float64, bool){
 		f,
 		func(a *tenantAcc) (float64, bool) { return a.busy, a.busyN > 0 },
 		func(a *tenantAcc) (float64, bool) { return a.memBusy, a.memBusyN > 0 },
-		func(a *tenantAcc) (float64, bool) { return float64(a.memBytes), a.memBytesN > 0 },
+		func(a *tenantAcc) (float64, bool) { return float64(a.memBytes), memKnown && a.memBytesN > 0 },
 		func(a *tenantAcc) (float64, bool) { return float64(a.procs), true },
 	}
 	for _, g := range chain {

@@ -271,10 +271,10 @@ func TestVGPUUsage(t *testing.T) {
 		Activity: gpu.Activity{SMActive: gpu.Float(0.8), DRAMActive: gpu.Float(0.6)},
 		// profiles of 10, 10, 40 GiB and one whose framebuffer is unknown
 		VGPUs: []gpu.VGPUInstance{
-			{ID: 1, UUID: "a", VMName: "vdi-1", HostPID: 4002, SMUtil: gpu.Float(0.2), MemUtil: gpu.Float(0.1), FramebufferUsed: 2 * gib, FramebufferBytes: 10 * gib},
-			{ID: 2, UUID: "b", VMName: "vdi-2", HostPID: 4001, SMUtil: gpu.Float(0.1), MemUtil: gpu.Float(0.1), FramebufferUsed: 1 * gib, FramebufferBytes: 10 * gib},
-			{ID: 3, UUID: "7f3c1a52-0000-4000-8000-000000000001", VMName: "llm", SMUtil: gpu.Float(0.5), MemUtil: gpu.Float(0.4), FramebufferUsed: 8 * gib, FramebufferBytes: 40 * gib},
-			{ID: 4, UUID: "d", VMName: "misc", SMUtil: gpu.Float(0.05), FramebufferUsed: 1 * gib},
+			{ID: 1, UUID: "a", VMName: "vdi-1", HostPID: 4002, SMUtil: gpu.Float(0.2), MemUtil: gpu.Float(0.1), FramebufferUsed: gpu.Uint(2 * gib), FramebufferBytes: 10 * gib},
+			{ID: 2, UUID: "b", VMName: "vdi-2", HostPID: 4001, SMUtil: gpu.Float(0.1), MemUtil: gpu.Float(0.1), FramebufferUsed: gpu.Uint(1 * gib), FramebufferBytes: 10 * gib},
+			{ID: 3, UUID: "7f3c1a52-0000-4000-8000-000000000001", VMName: "llm", SMUtil: gpu.Float(0.5), MemUtil: gpu.Float(0.4), FramebufferUsed: gpu.Uint(8 * gib), FramebufferBytes: 40 * gib},
+			{ID: 4, UUID: "d", VMName: "misc", SMUtil: gpu.Float(0.05), FramebufferUsed: gpu.Uint(1 * gib)},
 		},
 		Processes: []gpu.Process{{PID: 9, VGPUInstance: 3, GPUInstanceID: -1, UID: -1}},
 	}}}

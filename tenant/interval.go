@@ -28,11 +28,24 @@ type migHeld struct {
 	procs    int
 }
 
+// sharedHeld is a tenant's hold on a shared device at one sample through
+// processes of its process list: their number, what its MPS clients
+// reserve, and its parts of the device's SM and DRAM activity.
+type sharedHeld struct {
+	procs    int
+	reserve  float64
+	reserveN int
+	sm, dram float64
+}
+
 // devTenancy is one sample's tenancy of a device.
 type devTenancy struct {
 	// ctxs are the contexts (process PIDs, vGPU instances) of a shared
 	// device
 	ctxs map[uint64]bool
+	// shared are the tenants holding a shared device through processes
+	// of its process list (or carried forward while it is refused)
+	shared map[string]sharedHeld
 	// mig are the tenants holding each MIG instance (by instance UUID):
 	// those with processes in it and a selector's tenant of an idle one
 	mig map[string]map[string]migHeld
@@ -79,24 +92,62 @@ func (s *intervalState) device(d *gpu.Device) (prev, cur *devTenancy) {
 	}
 	cur = &p[s.gen]
 	clear(cur.ctxs)
+	clear(cur.shared)
 	clear(cur.mig)
 	s.cur[k] = cur
 	return s.prev[k], cur
 }
 
-// departed says whether a context of prev is not in ctxs: a process (or
-// VM) left the device during the interval.
-func (prev *devTenancy) departed(ctxs []*ctxUtil) bool {
-	if prev == nil || len(prev.ctxs) == 0 {
+// departed says whether a context of prev is not in cur (the contexts
+// of this sample): a process (or VM) left the device during the interval.
+func (prev *devTenancy) departed(cur map[uint64]bool) bool {
+	if prev == nil {
 		return false
 	}
-	n := 0
-	for _, c := range ctxs {
-		if prev.ctxs[c.key.id] {
-			n++
+	for id := range prev.ctxs {
+		if !cur[id] {
+			return true
 		}
 	}
-	return n < len(prev.ctxs)
+	return false
+}
+
+// carriedShares are the tenants' shares of a shared device's figure
+// while its process list is refused (by index in accs, adding up to 1):
+// a tenant carried forward keeps its part of the sample before (part),
+// and the tenants whose processes (or VMs) were read split what those
+// leave by share, their shares by the usual rule; where the carried
+// parts leave nothing, or no other tenant has a share, the carried
+// parts are scaled to the whole (split equally where they are all 0).
+func carriedShares(accs []*tenantAcc, share []float64, part func(*sharedHeld) float64) []float64 {
+	var kept, rest float64
+	n := 0 // the tenants carried forward
+	for i, a := range accs {
+		if a.carried != nil {
+			kept += part(a.carried)
+			n++
+		} else {
+			rest += share[i]
+		}
+	}
+	out := make([]float64, len(accs))
+	for i, a := range accs {
+		switch {
+		case a.carried == nil:
+			if kept < 1 && rest > 0 {
+				out[i] = share[i] / rest * (1 - kept)
+			}
+		case kept >= 1 || rest <= 0:
+			if kept > 0 {
+				out[i] = part(a.carried) / kept
+			} else {
+				out[i] = 1 / float64(n)
+			}
+		default:
+			out[i] = part(a.carried)
+		}
+	}
+	return out
 }
 
 // instance returns the tenants of MIG instance uuid in prev; known is

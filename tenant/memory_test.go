@@ -16,9 +16,10 @@ const memTenants = `tenants:
 
 // TestTenantMemoryKnownOnlyFromASource: a tenant's memory is known only
 // where a figure gives it: its processes' used memory, all reported; a
-// vGPU's framebuffer; the MIG instance's own used memory where the tenant
-// has the instance alone. A process whose memory the driver does not
-// report (NVML's "not available") leaves it unknown, not 0.
+// vGPU's framebuffer used, read; the MIG instance's own used memory where
+// the tenant has the instance alone. A process whose memory the driver
+// does not report (NVML's "not available"), or a vGPU whose framebuffer
+// use NVML did not give, leaves it unknown, not 0.
 func TestTenantMemoryKnownOnlyFromASource(t *testing.T) {
 	proc := func(pid uint32, name string, gi int, mem *uint64) gpu.Process {
 		return gpu.Process{PID: pid, Name: name, UID: -1, GPUInstanceID: gi, SMUtil: gpu.Float(0.2), UsedMemoryBytes: mem}
@@ -47,8 +48,11 @@ func TestTenantMemoryKnownOnlyFromASource(t *testing.T) {
 			map[string]want{"chat": {0, true}, "batch": {2 * gib, false}}},
 		{"one of two processes not reported", whole(proc(1, "vllm", -1, gpu.Uint(20*gib)), proc(2, "vllm", -1, nil)), "", map[string]want{"chat": {20 * gib, true}}},
 		{"vGPU framebuffer", gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingVGPU, MemoryTotalBytes: 80 * gib,
-			VGPUs: []gpu.VGPUInstance{{ID: 7, UUID: "vgpu-7", VMName: "vm", FramebufferBytes: 20 * gib, FramebufferUsed: 12 * gib}}}, "",
+			VGPUs: []gpu.VGPUInstance{{ID: 7, UUID: "vgpu-7", VMName: "vm", FramebufferBytes: 20 * gib, FramebufferUsed: gpu.Uint(12 * gib)}}}, "",
 			map[string]want{Unassigned: {12 * gib, false}}},
+		{"vGPU framebuffer used not read", gpu.Device{Index: 0, UUID: "GPU-0", Up: true, Mode: gpu.SharingVGPU, MemoryTotalBytes: 80 * gib,
+			VGPUs: []gpu.VGPUInstance{{ID: 7, UUID: "vgpu-7", VMName: "vm", FramebufferBytes: 20 * gib}}}, "",
+			map[string]want{Unassigned: {0, true}}},
 		{"MIG instance alone: the instance's memory", mig(40*gib, proc(1, "vllm", 1, nil)), "1", map[string]want{"chat": {25 * gib, false}}},
 		{"MIG instance alone, its memory unread", mig(0, proc(1, "vllm", 1, nil)), "1", map[string]want{"chat": {0, true}}},
 		{"MIG instance shared", mig(40*gib, proc(1, "vllm", 1, gpu.Uint(20*gib)), proc(2, "train", 1, nil)), "1",

@@ -14,20 +14,23 @@ import (
 // holders of the sample before are carried forward, their split as it
 // was, apportioned (who had it is a rule while the list is refused);
 // only an instance nobody held goes to unassigned, and not as measured.
+// A holder carried forward keeps its number of processes, as it keeps its
+// split (it was counted 0 processes).
 func TestMIGListRefusedCarriesHolders(t *testing.T) {
 	type fig struct {
 		sm     float64
 		method Method
+		procs  int
 	}
 	cases := []struct {
 		name   string
 		before []gpu.Process // instance 1's processes in the sample before
 		want   map[string]fig
 	}{
-		{"one tenant", []gpu.Process{migProc(1, "vllm", 1, 20*gib)}, map[string]fig{"chat": {0.6, Apportioned}}},
+		{"one tenant", []gpu.Process{migProc(1, "vllm", 1, 20*gib)}, map[string]fig{"chat": {0.6, Apportioned, 1}}},
 		{"two tenants", []gpu.Process{migProc(1, "vllm", 1, 20*gib), migProc(2, "train", 1, 10*gib)},
-			map[string]fig{"chat": {0.4, Apportioned}, "batch": {0.2, Apportioned}}},
-		{"nobody", nil, map[string]fig{Unassigned: {0.6, Apportioned}}},
+			map[string]fig{"chat": {0.4, Apportioned, 1}, "batch": {0.2, Apportioned, 1}}},
+		{"nobody", nil, map[string]fig{Unassigned: {0.6, Apportioned, 0}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,6 +55,9 @@ func TestMIGListRefusedCarriesHolders(t *testing.T) {
 				checkF(t, tn+" SM", u.SMActive, w.sm)
 				if u.Method != w.method {
 					t.Errorf("%s: method %q, want %q", tn, u.Method, w.method)
+				}
+				if u.Processes != w.procs {
+					t.Errorf("%s: %d processes, want %d", tn, u.Processes, w.procs)
 				}
 			}
 			if tc.before != nil {

@@ -289,7 +289,7 @@ func TestVGPUReadings(t *testing.T) {
 	rd = sample(t, b)
 	d = rd.Devices[0]
 	v := d.VGPUs[0]
-	if v.ID != 11 || v.VMID != "vm-a" || v.Type != "H100-20C" || v.FramebufferBytes != 20<<30 || v.FramebufferUsed != 3<<30 ||
+	if v.ID != 11 || v.VMID != "vm-a" || v.Type != "H100-20C" || v.FramebufferBytes != 20<<30 || v.FramebufferUsed == nil || *v.FramebufferUsed != 3<<30 ||
 		*v.SMUtil != 0.5 || *v.MemUtil != 0.2 {
 		t.Errorf("vGPU %+v", v)
 	}

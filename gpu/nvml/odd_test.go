@@ -283,6 +283,24 @@ func TestVGPUGoneBetweenListAndRead(t *testing.T) {
 	}
 }
 
+// A vGPU whose framebuffer use NVML does not give was read as using none:
+// it is unknown now (nil), as a process's used memory NVML does not give
+// is; the rest of the instance is read.
+func TestVGPUFramebufferUsedUnread(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	a := newTestVgpu(11, "vm-a", "H100-20C")
+	a.GetFbUsageFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	vms := []nvml.VgpuInstance{a}
+	vgpuHost(f, 0, &vms)
+	d := sample(t, f.backend()).Devices[0]
+	if !d.Up || len(d.VGPUs) != 1 {
+		t.Fatalf("vGPUs %+v (up %v), want instance 11", d.VGPUs, d.Up)
+	}
+	if v := d.VGPUs[0]; v.FramebufferUsed != nil || v.FramebufferBytes != 20<<30 || v.VMID != "vm-a" {
+		t.Errorf("vGPU %+v, framebuffer used %v: want it unknown (nil), the rest read", v, v.FramebufferUsed)
+	}
+}
+
 // A MIG device destroyed between the read of its slot and the reads of the
 // device (its handle void: neither its UUID nor its GPU instance answers)
 // is left out: it was served for that sample as an instance with no UUID,

@@ -109,7 +109,7 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 					}
 				}
 				if used, r := v.GetFbUsage(); rd.ok("nvmlVgpuInstanceGetFbUsage", r) {
-					inst.FramebufferUsed = used
+					inst.FramebufferUsed = gpu.Uint(used)
 				}
 				if rd.fatal != nil {
 					return
