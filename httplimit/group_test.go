@@ -81,6 +81,22 @@ func TestGroupServesEachListenerOnce(t *testing.T) {
 func TestGroupSharesConnectionLimit(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
 	g := NewGroup(ok, Limits{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxConnections: 1}, log.NewNopLogger())
+	// net/http sends a response's last bytes before it marks its
+	// connection idle (the ConnState hook): a client that read the
+	// response may find it still serving, and nothing to close.
+	idled := make(chan struct{}, 1)
+	g.Prepare = func(srv *http.Server) {
+		track := srv.ConnState
+		srv.ConnState = func(c net.Conn, st http.ConnState) {
+			track(c, st)
+			if st == http.StateIdle {
+				select {
+				case idled <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
 	addrs, _ := serveGroup(t, g, 2, "")
 	idle, err := net.Dial("tcp", addrs[0])
 	if err != nil {
@@ -97,6 +113,7 @@ func TestGroupSharesConnectionLimit(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close() // the connection is kept alive, idle
+	<-idled
 	other, err := http.Get("http://" + addrs[1] + "/")
 	if err != nil {
 		t.Fatal(err)

@@ -22,15 +22,20 @@ import (
 
 // startSupervised runs script under sh as the supervised exporter
 // (supervise), its watchdog pipe on fd 3 and its stdout read by lines;
-// the exit status comes on the channel returned.
+// the exit status comes on the channel returned. Its stdout is a pipe of
+// the test's, open until the test's end: one of cmd's (StdoutPipe) would
+// be closed by supervise's Wait as the exporter exits, what it wrote
+// there and the test did not read yet lost.
 func startSupervised(t *testing.T, script string, sigs <-chan os.Signal, args ...string) (<-chan int, *bufio.Scanner, *strings.Builder) {
 	t.Helper()
 	r, w, err := os.Pipe()
 	must(t, err)
 	cmd := exec.Command("/bin/sh", append([]string{"-c", script, "sh"}, args...)...)
 	cmd.ExtraFiles = []*os.File{w}
-	out, err := cmd.StdoutPipe()
+	out, stdout, err := os.Pipe()
 	must(t, err)
+	t.Cleanup(func() { out.Close(); stdout.Close() })
+	cmd.Stdout = stdout
 	var stderr strings.Builder
 	status := make(chan int, 1)
 	go func() {
@@ -178,13 +183,15 @@ func TestSupervisorExitsThoughThePipeIsHeld(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, "cgroup.events"), []byte("frozen 1\n"), 0o644))
 	status, out, logged := startSupervised(t, `sleep 1000 & echo $!
 echo "freeze v2 $1 1h" >&3 && echo 1 > "$1/cgroup.freeze" && exit 5`, nil, dir)
+	got := <-status
+	// (read once the exporter exited: its stdout outlives it)
 	if !out.Scan() {
 		t.Fatalf("no PID of the process holding the pipe: %v", out.Err())
 	}
 	holder, err := strconv.Atoi(out.Text())
 	must(t, err)
 	t.Cleanup(func() { _ = syscall.Kill(holder, syscall.SIGKILL) })
-	if got := <-status; got != 5 {
+	if got != 5 {
 		t.Errorf("exit status %d, want the exporter's 5 (log %q)", got, logged)
 	}
 	if got := read(t, filepath.Join(dir, "cgroup.freeze")); got != "0" {
