@@ -329,6 +329,63 @@ const (
 	maxAliasedNodes = 100_000
 )
 
+// maxEvents bounds a scenario's events (docs/simulator.md, Limits).
+const maxEvents = 10_000
+
+// listBounds are the scenario's lists and their bounds, checked on the
+// YAML tree before it is decoded: decoding builds the tree again, and each
+// element (a 4 MiB file of events took about 370 MB to load, one of
+// tenants about 570 MB to be refused).
+var listBounds = []struct {
+	key, what string
+	max       int
+}{{"gpus", "GPUs (one host)", maxGPUs}, {"tenants", "tenants", maxTenants}, {"events", "events", maxEvents}}
+
+// maxNodes bounds the nodes of a scenario's YAML tree (keys, values, list
+// items; an alias one), whatever their place: far above the largest
+// scenario the list bounds let through (about 250,000), far below a 4 MiB
+// file of short items (2 million), whose decoding took 880 MB to refuse a
+// list in the place of a string.
+const maxNodes = 500_000
+
+// checkListSizes refuses a list over its bound (listBounds), at the line
+// of its first element past it, and a tree over maxNodes, at the line of
+// the first node past it.
+func (p *parser) checkListSizes() error {
+	doc := p.root
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		doc = doc.Content[0]
+	}
+	if doc.Kind != yaml.MappingNode {
+		doc = &yaml.Node{} // (the decoder names it)
+	}
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		for _, l := range listBounds {
+			if n := len(doc.Content[i+1].Content); doc.Content[i].Value == l.key && doc.Content[i+1].Kind == yaml.SequenceNode && n > l.max {
+				return p.errAt([]any{l.key, l.max}, "a scenario has at most %d %s, this one %d", l.max, l.what, n)
+			}
+		}
+	}
+	if past := nodePast(p.root, new(int)); past != nil {
+		return fmt.Errorf("%s:%d: a scenario has at most %d YAML nodes (keys, values, list items), this one more", p.file, max(past.Line, 1), maxNodes)
+	}
+	return nil
+}
+
+// nodePast is the first node of n's tree, in document order, past
+// maxNodes (seen: those counted before n), nil when none.
+func nodePast(n *yaml.Node, seen *int) *yaml.Node {
+	if *seen++; *seen > maxNodes {
+		return n
+	}
+	for _, c := range n.Content {
+		if past := nodePast(c, seen); past != nil {
+			return past
+		}
+	}
+	return nil
+}
+
 // MaxDuration is the longest a scenario's duration may be (docs/simulator.md,
 // Limits), and a run's that replaces it: the run's time grows with it.
 const MaxDuration = maxDuration
@@ -377,6 +434,10 @@ func parseScenario(file string, data []byte, path string, fsys fs.FS) (*Scenario
 	if err := aliases.Err(); err != nil {
 		return nil, err
 	}
+	p := &parser{file: file, root: &root, fsys: fsys}
+	if err := p.checkListSizes(); err != nil {
+		return nil, err
+	}
 	var doc fileScenario
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -398,7 +459,6 @@ func parseScenario(file string, data []byte, path string, fsys fs.FS) (*Scenario
 	if err := fracs.Err(); err != nil {
 		return nil, err
 	}
-	p := &parser{file: file, root: &root, fsys: fsys}
 	sc := &Scenario{
 		Name: doc.Name, Description: doc.Description, Seed: doc.Seed, Duration: time.Duration(doc.Duration),
 		File: path, GPUs: doc.GPUs, Tenants: doc.Tenants, Events: doc.Events, Control: doc.Control,

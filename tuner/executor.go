@@ -634,6 +634,17 @@ func (t *Tuner) dropOriginal(k string) {
 	delete(t.restoreWaits, k)
 }
 
+// tooManyProcesses is the error of a record that names more processes
+// than one record holds (maxJournalPIDs): the change it journals is not
+// made, and the error names the tenant, how many and the bound.
+func tooManyProcesses(rec Record) error {
+	n := max(len(rec.PIDs), len(rec.Others))
+	if n <= maxJournalPIDs {
+		return nil
+	}
+	return fmt.Errorf("tenant %q has %d processes on %s, more than the %d one tuner journal record holds: not journaled, so not changed", rec.Tenant, n, rec.Target.GPU, maxJournalPIDs)
+}
+
 // journal appends rec when a journal is configured. A write failure is
 // counted and logged (once until a write succeeds again) and returned:
 // while the journal cannot be written the tuner does not act (execute),
@@ -641,6 +652,9 @@ func (t *Tuner) dropOriginal(k string) {
 func (t *Tuner) journal(rec Record) error {
 	if t.o.Journal == nil {
 		return nil
+	}
+	if err := tooManyProcesses(rec); err != nil {
+		return err // (the journal is not at fault: it goes on being written)
 	}
 	err := t.o.Journal.Append(rec)
 	t.noteJournal(err)

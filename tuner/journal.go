@@ -106,8 +106,10 @@ const (
 )
 
 // MaxRecordBytes bounds the JSON of one record: a longer one is refused
-// when written and dropped (as corrupt) when read.
-const MaxRecordBytes = 16 << 10
+// when written and dropped (as oversize) when read. It holds the largest
+// valid record: a pause of maxJournalPIDs processes, each PID with its
+// start time (about 20 bytes a process), and its cgroups.
+const MaxRecordBytes = 128 << 10
 
 // maxReasonBytes bounds a record's reason; a longer one is cut.
 const maxReasonBytes = 4 << 10

@@ -11,10 +11,11 @@ import (
 
 // Bounds of the values the journal accepts.
 const (
-	maxJournalWatts = 10000 // far above any GPU's power limit
-	maxJournalMHz   = 10000 // far above any GPU's SM clock
-	maxJournalText  = 256   // a GPU UUID, a tenant, a policy name, a layout
-	maxJournalPIDs  = 1024  // a paused tenant's processes
+	maxJournalWatts  = 10000   // far above any GPU's power limit
+	maxJournalMHz    = 10000   // far above any GPU's SM clock
+	maxJournalText   = 256     // a GPU UUID, a tenant, a policy name, a layout
+	maxJournalPIDs   = 4096    // a paused tenant's processes (8 ranks of 100 data-loader workers and more)
+	maxJournalLayout = 4 << 10 // a MIG layout
 )
 
 // journalEvents are the events a record may carry.
@@ -114,7 +115,7 @@ func validValue(v Value) error {
 			return bad()
 		}
 	case Layout:
-		if len(x) > MaxRecordBytes/4 {
+		if len(x) > maxJournalLayout {
 			return bad()
 		}
 	}
