@@ -3,8 +3,10 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -230,6 +232,34 @@ func TestHBMPowerIndependentOfSMClock(t *testing.T) {
 	for _, f := range []float64{345, 990, 1980} {
 		if d := g.powerAt(f, 0, 0.2) - g.powerAt(f, 0, 0); math.Abs(d-g.dynW()*0.2) > 1e-9 {
 			t.Errorf("HBM power at %g MHz: %g W, want %g", f, d, g.dynW()*0.2)
+		}
+	}
+}
+
+// A MIG layout on a GPU whose MIG mode is off (time-sliced, or one
+// exclusive process) is refused as NVML's backend refuses it (turning
+// MIG mode on needs an idle GPU and a reset, which no layout call
+// makes): gpu.ErrBusy naming the GPU and how to turn it on, the GPU as
+// it was. (The simulator turned MIG on in the call.)
+func TestMIGLayoutRefusedWithMIGModeOff(t *testing.T) {
+	sc := mustParse(t, `name: migoff
+gpus:
+  - {model: H100-SXM5-80GB, sharing: time-slice}
+  - {model: H100-SXM5-80GB, sharing: exclusive}
+`)
+	s := mustNew(t, sc, Options{})
+	ctx := context.Background()
+	for i, g := range sc.GPUs {
+		err := s.ConfigureMIG(ctx, g.UUID, []string{"7g.80gb"})
+		if !errors.Is(err, gpu.ErrBusy) || !strings.Contains(err.Error(), g.UUID) || !strings.Contains(err.Error(), fmt.Sprintf("nvidia-smi -i %d -mig 1", i)) {
+			t.Errorf("%s GPU: ConfigureMIG: %v, want ErrBusy naming %s and how to turn MIG mode on", g.Sharing, err, g.UUID)
+		}
+		r, _ := s.Sample(ctx)
+		if d := r.Devices[i]; string(d.Mode) != g.Sharing || len(d.MIG) != 0 {
+			t.Errorf("%s GPU after the refusal: mode %s, %d MIG instances; want it as it was", g.Sharing, d.Mode, len(d.MIG))
+		}
+		if err := s.ConfigureMIG(ctx, g.UUID, nil); err != nil {
+			t.Errorf("%s GPU: an empty layout (MIG off, as it is): %v, want nothing to do", g.Sharing, err)
 		}
 	}
 }

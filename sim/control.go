@@ -373,7 +373,8 @@ func (s *Simulator) SetPowerLimit(ctx context.Context, uuid string, watts float6
 
 // ConfigureMIG replaces the GPU's MIG instances; refused (ErrBusy) while
 // any instance has processes (docs/calibration.md, MIG; DrainMIGInstance
-// empties an instance). An empty list disables
+// empties an instance), and, as NVML's backend, on a GPU whose MIG mode
+// is off (time-sliced, exclusive). An empty list disables
 // MIG. New instances get new UUIDs and nothing runs for the drain time.
 func (s *Simulator) ConfigureMIG(ctx context.Context, uuid string, profiles []string) error {
 	g, err := s.lockGPU(ctx, uuid)
@@ -383,6 +384,11 @@ func (s *Simulator) ConfigureMIG(ctx context.Context, uuid string, profiles []st
 	defer s.mu.Unlock()
 	if g.mode != gpu.SharingMIG && g.mode != gpu.SharingTimeSlice && g.mode != gpu.SharingExclusive {
 		return fmt.Errorf("sim: MIG on a %s GPU: %w", g.mode, gpu.ErrNotSupported)
+	}
+	if g.mode != gpu.SharingMIG && len(profiles) > 0 {
+		// refused as NVML's backend refuses it: turning MIG mode on
+		// needs an idle GPU and a reset, which no layout call makes
+		return fmt.Errorf("sim: GPU %s: %s: %w", uuid, gpu.MIGModeOffHint(g.idx), gpu.ErrBusy)
 	}
 	if len(profiles) > 0 {
 		if err := g.m.checkMIGLayout(profiles); err != nil {

@@ -50,13 +50,17 @@ func TestGoodputMinuteWithOverdueNotHeld(t *testing.T) {
 	if writer.Tenant != "writer" || train.Tenant != "pretrain" {
 		t.Fatalf("tenants %s, %s", s.Tenants[0].Tenant, s.Tenants[1].Tenant)
 	}
+	if s.HeldFraction == nil {
+		t.Fatal("no share of GPU-minutes held, with tenants on the GPU")
+	}
+	held := *s.HeldFraction
 	t.Logf("writer: %d completed, %d dropped, %d overdue at the end; %.1f%% of the GPU-minutes held; pretrain work %.3g/s, goodput %.3g/s",
-		writer.Requests, writer.Dropped, writer.Overdue, 100*s.HeldFraction, train.WorkRate, train.Goodput)
+		writer.Requests, writer.Dropped, writer.Overdue, 100*held, train.WorkRate, train.Goodput)
 	if writer.Requests != 0 || writer.Dropped == 0 {
 		t.Fatalf("writer: %d completed, %d dropped; the test needs none served and some dropped", writer.Requests, writer.Dropped)
 	}
-	if s.HeldFraction != 0.2 {
-		t.Errorf("%.3f of the GPU-minutes held, want 0.2: the two before the writer's first request", s.HeldFraction)
+	if held != 0.2 {
+		t.Errorf("%.3f of the GPU-minutes held, want 0.2: the two before the writer's first request", held)
 	}
 	if train.Goodput > 0.3*train.WorkRate {
 		t.Errorf("pretrain: goodput %.3g/s of %.3g/s work; want only its first two minutes'", train.Goodput, train.WorkRate)

@@ -163,8 +163,10 @@ func TestSummaryRecomputed(t *testing.T) {
 				}
 			}
 			near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-5*math.Max(math.Abs(a), math.Abs(b)) }
-			if f := float64(held) / float64(gpuMinutes); !near(f, s.HeldFraction) {
-				t.Errorf("GPU-minutes held: summary %.6f, recounted %d/%d = %.6f", s.HeldFraction, held, gpuMinutes, f)
+			if f := float64(held) / float64(gpuMinutes); s.HeldFraction == nil {
+				t.Errorf("GPU-minutes held: summary null, recounted %d/%d = %.6f", held, gpuMinutes, f)
+			} else if !near(f, *s.HeldFraction) {
+				t.Errorf("GPU-minutes held: summary %.6f, recounted %d/%d = %.6f", *s.HeldFraction, held, gpuMinutes, f)
 			}
 			if !near(energy, s.EnergyJ) {
 				t.Errorf("energy: summary %.6g J, recounted %.6g J", s.EnergyJ, energy)

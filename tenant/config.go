@@ -283,7 +283,7 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 	// The whole-file checks run even when some field failed to decode, so
 	// that one pass lists every problem; a field that failed keeps its
 	// default, and a check that would only repeat its failure is skipped.
-	root := yamlconf.Parse(errs, data, maxAliases)
+	root := yamlconf.Parse(errs, data, maxAliases, maxAliasedNodes)
 	// A line with a syntax error is read blanked (with its block), and an
 	// alias past the budget as null: what the tenant there lacks may be
 	// only unread. These problems are all listed before decoding starts.
@@ -319,10 +319,11 @@ func tenantsEnd(root *yaml.Node) int {
 // a tenant or a selector any number of times, and every pair of selectors
 // of two tenants is checked for overlap.
 const (
-	maxAliases   = 1000  // alias references (*name) followed in one file
-	maxTenants   = 1000  // tenants in one file
-	maxSelectors = 10000 // selectors of all tenants together
-	maxErrors    = 100   // problems listed; the rest are counted
+	maxAliases      = 1000    // alias references (*name) followed in one file
+	maxAliasedNodes = 100_000 // nodes they repeat in all (a few to a big subtree)
+	maxTenants      = 1000    // tenants in one file
+	maxSelectors    = 10000   // selectors of all tenants together
+	maxErrors       = 100     // problems listed; the rest are counted
 )
 
 // UnmarshalYAML decodes the whole file into c, over c's defaults.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-kit/log"
@@ -143,21 +144,23 @@ func TestExitCloseFailureNotLoggedAsNotRestored(t *testing.T) {
 // the node lock: released once it ends, not while what it does may still
 // land. (The lock was released as the closes ended, the hook running.)
 func TestExitCutHookKeepsTheNodeLock(t *testing.T) {
-	r := deafHookStarted(t)
-	rn := r.exitRunner()
-	releases := countReleases(rn)
-	runEnded(rn)
-	err := rn.RestoreAtExit()
-	if err == nil || !strings.Contains(err.Error(), "pid8: its hook") || !strings.Contains(err.Error(), "node lock is kept") {
-		t.Errorf("RestoreAtExit: %v, want the cut hook named and the lock said kept", err)
-	}
-	if n := releases.Load(); n != 0 {
-		t.Errorf("lock released %d times with the cut hook still running, want it kept", n)
-	}
-	r.host.release <- nil
-	if !waitFor(func() bool { return releases.Load() == 1 }) {
-		t.Errorf("lock released %d times once the cut hook ended, want once", releases.Load())
-	}
+	synctest.Test(t, func(t *testing.T) { // (the deadline's wall time the bubble's: no load makes the exit late)
+		r := deafHookStarted(t)
+		rn := r.exitRunner()
+		releases := countReleases(rn)
+		runEnded(rn)
+		err := rn.RestoreAtExit()
+		if err == nil || !strings.Contains(err.Error(), "pid8: its hook") || !strings.Contains(err.Error(), "node lock is kept") {
+			t.Errorf("RestoreAtExit: %v, want the cut hook named and the lock said kept", err)
+		}
+		if n := releases.Load(); n != 0 {
+			t.Errorf("lock released %d times with the cut hook still running, want it kept", n)
+		}
+		r.host.release <- nil
+		if !waitFor(func() bool { return releases.Load() == 1 }) {
+			t.Errorf("lock released %d times once the cut hook ended, want once", releases.Load())
+		}
+	})
 }
 
 // After a round stuck at exit (it holds the tuner), the hooks still

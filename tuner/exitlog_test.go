@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-kit/log"
@@ -96,24 +97,26 @@ func TestExitKeptLockReleaseLogged(t *testing.T) {
 		}, [][]string{{"level=info", "the node lock is released"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rn, releases, end := tc.setup(t)
-			var logs lockedBuffer
-			rn.logger = log.NewLogfmtLogger(&logs)
-			if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "node lock is kept") {
-				t.Fatalf("RestoreAtExit: %v, want the lock said kept", err)
-			}
-			if strings.Contains(logs.String(), "the node lock is released") {
-				t.Fatalf("log:\n%s\nwant no release before the end", logs.String())
-			}
-			end()
-			if !waitFor(func() bool { return releases.Load() == 1 }) {
-				t.Fatalf("lock released %d times, want once", releases.Load())
-			}
-			for _, w := range tc.want {
-				if !waitFor(func() bool { return containsAll(logs.String(), w) }) {
-					t.Errorf("log:\n%s\nwant a line with %q", logs.String(), w)
+			synctest.Test(t, func(t *testing.T) { // (the deadline's wall time the bubble's: no load makes the exit late)
+				rn, releases, end := tc.setup(t)
+				var logs lockedBuffer
+				rn.logger = log.NewLogfmtLogger(&logs)
+				if err := rn.RestoreAtExit(); err == nil || !strings.Contains(err.Error(), "node lock is kept") {
+					t.Fatalf("RestoreAtExit: %v, want the lock said kept", err)
 				}
-			}
+				if strings.Contains(logs.String(), "the node lock is released") {
+					t.Fatalf("log:\n%s\nwant no release before the end", logs.String())
+				}
+				end()
+				if !waitFor(func() bool { return releases.Load() == 1 }) {
+					t.Fatalf("lock released %d times, want once", releases.Load())
+				}
+				for _, w := range tc.want {
+					if !waitFor(func() bool { return containsAll(logs.String(), w) }) {
+						t.Errorf("log:\n%s\nwant a line with %q", logs.String(), w)
+					}
+				}
+			})
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -23,6 +24,13 @@ type slowPower struct {
 	release chan struct{}
 	mu      sync.Mutex
 	calls   int
+}
+
+// callsMade is how many calls s has had.
+func (s *slowPower) callsMade() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
 }
 
 func (s *slowPower) SetPowerLimit(ctx context.Context, _ string, _ float64) error {
@@ -80,18 +88,28 @@ func TestNoHookRestoreGetsWholeDeadline(t *testing.T) {
 // a round ending at 85% of it leaves a restore taking a third of the rest
 // its time. (The split was fixed at the call: past four fifths the
 // restore ran on a context already done, every original failing.)
+// It runs in a bubble of its own (synctest): the deadline's wall time is
+// the bubble's, which moves only once every goroutine in it waits, so a
+// loaded host cannot make the round end late.
 func TestLateRoundEndLeavesTimeForTheRestore(t *testing.T) {
-	host := &slowPower{release: make(chan struct{}), took: 100 * time.Millisecond}
-	rn := exitRunner(t, host, true)
-	rn.SetRestoreTimeout(2 * time.Second)
-	ctx, cancel := context.WithCancel(context.Background())
-	go rn.Run(ctx)
-	time.Sleep(50 * time.Millisecond) // (in the start's restore, held)
-	cancel()
-	time.AfterFunc(1700*time.Millisecond, func() { close(host.release) })
-	if err := rn.RestoreAtExit(); err != nil {
-		t.Errorf("the round ended at 85%% of the deadline, a 100 ms restore after it: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		host := &slowPower{release: make(chan struct{}), took: 100 * time.Millisecond}
+		rn := exitRunner(t, host, true)
+		rn.SetRestoreTimeout(2 * time.Second)
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan struct{})
+		go func() { defer close(ran); rn.Run(ctx) }()
+		synctest.Wait() // (in the start's restore, held)
+		if host.callsMade() != 1 {
+			t.Fatalf("%d calls before the exit, want the start's restore held in its first", host.callsMade())
+		}
+		cancel()
+		time.AfterFunc(1700*time.Millisecond, func() { close(host.release) })
+		if err := rn.RestoreAtExit(); err != nil {
+			t.Errorf("the round ended at 85%% of the deadline, a 100 ms restore after it: %v", err)
+		}
+		<-ran
+	})
 }
 
 // A round stuck at exit sets nothing back, but the actuators (the pause's

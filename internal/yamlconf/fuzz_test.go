@@ -33,7 +33,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		errs := &Errors{File: "f"}
-		root := Parse(errs, data, 10)
+		root := Parse(errs, data, 10, 0)
 		last := bytes.Count(data, []byte("\n")) + 1
 		for _, l := range errs.Lines() {
 			if l < 1 || l > last+1 {

@@ -19,8 +19,11 @@ import (
 // syntax errors already added keep the file invalid. Past maxAliases alias
 // references (*name) in the file, counted as a decoder would follow them,
 // the rest are reported once and read as null: aliases let a small file
-// repeat a subtree any number of times.
-func Parse(errs *Errors, data []byte, maxAliases int) *yaml.Node {
+// repeat a subtree any number of times. Past maxNodes nodes repeated
+// through them in all (0: no bound), few references to a big subtree,
+// the alias at which they passed it is reported and nil returned: nothing
+// of the file is decoded (LimitAliases).
+func Parse(errs *Errors, data []byte, maxAliases, maxNodes int) *yaml.Node {
 	var lines [][]byte
 	for range maxRecoveries + 1 {
 		doc, err := parseOne(data)
@@ -28,8 +31,10 @@ func Parse(errs *Errors, data []byte, maxAliases int) *yaml.Node {
 			if doc == nil {
 				return nil
 			}
-			b := &aliasBudget{errs: errs, max: maxAliases, open: map[*yaml.Node]bool{}}
-			b.walk(doc)
+			b := &aliasBudget{errs: errs, max: maxAliases, maxNodes: maxNodes, open: map[*yaml.Node]bool{}}
+			if b.walk(doc); b.over {
+				return nil // (refused whole: a decoder would repeat them)
+			}
 			return doc
 		}
 		var extra *extraDocument
@@ -281,10 +286,10 @@ type aliasBudget struct {
 	// maxNodes, when not 0, bounds the nodes walked through aliases, and
 	// outer is the outermost alias being walked; stop ends the walk at the
 	// first problem (LimitAliases), where Parse reads the aliases past
-	// the budget as null.
-	maxNodes, nodes int
-	outer           *yaml.Node
-	stop, stopped   bool
+	// the budget as null; over is set once the nodes passed maxNodes.
+	maxNodes, nodes     int
+	outer               *yaml.Node
+	stop, stopped, over bool
 }
 
 func (b *aliasBudget) walk(n *yaml.Node) {
@@ -294,7 +299,7 @@ func (b *aliasBudget) walk(n *yaml.Node) {
 	if b.outer != nil && b.maxNodes > 0 {
 		if b.nodes++; b.nodes > b.maxNodes {
 			b.errs.Addf(b.outer.Line, "alias references (*%s) repeat more than %d nodes; the file repeats itself too much", b.outer.Value, b.maxNodes)
-			b.stopped = true
+			b.stopped, b.over = true, true
 			return
 		}
 	}
@@ -332,7 +337,7 @@ func (b *aliasBudget) walk(n *yaml.Node) {
 // UnmarshalYAML, adding the problems to e. It reports whether data held a
 // document.
 func (e *Errors) Decode(data []byte, maxAliases int, v yaml.Unmarshaler) bool {
-	root := Parse(e, data, maxAliases)
+	root := Parse(e, data, maxAliases, 0)
 	if root == nil {
 		return false
 	}

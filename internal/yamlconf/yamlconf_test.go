@@ -271,7 +271,7 @@ func TestParse(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := &Errors{File: "f"}
-			root := Parse(errs, []byte(tc.in), 10)
+			root := Parse(errs, []byte(tc.in), 10, 0)
 			if (root == nil) != tc.empty {
 				t.Errorf("root %v, want empty %v", root, tc.empty)
 			}
@@ -283,6 +283,36 @@ func TestParse(t *testing.T) {
 			}
 			if err := errs.Err(); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestParseAliasedNodes: past maxNodes nodes repeated through aliases,
+// Parse reports the alias at which they passed it and returns no root:
+// nothing of the file is decoded. (Parse bounded the references alone: a
+// few to a big subtree were all kept, and a decoder repeated it each
+// time.)
+func TestParseAliasedNodes(t *testing.T) {
+	in := "a: &a [x, y, z]\nb: [*a, *a]\nc: *a\n" // (4 nodes an alias)
+	for _, tc := range []struct {
+		name     string
+		maxNodes int
+		want     string // "" = no problem, the root returned
+	}{
+		{"no bound", 0, ""},
+		{"within", 12, ""},
+		{"past at the second", 5, "f:2: alias references (*a) repeat more than 5 nodes"},
+		{"past at the last", 11, "f:3: alias references (*a) repeat more than 11 nodes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := &Errors{File: "f"}
+			root := Parse(errs, []byte(in), 10, tc.maxNodes)
+			if err := errs.Err(); (tc.want == "") != (err == nil) || err != nil && !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("err %v, want %q", err, tc.want)
+			}
+			if (root != nil) != (tc.want == "") {
+				t.Errorf("root %v, want one only within the bound", root)
 			}
 		})
 	}

@@ -50,8 +50,8 @@ func TestGoodputMinuteJudged(t *testing.T) {
 			if tc.held {
 				want, goodput = 1, 2
 			}
-			if s.HeldFraction != want || s.Tenants[1].Goodput != goodput {
-				t.Errorf("held fraction %v, embed's goodput %v; want %v and %v", s.HeldFraction, s.Tenants[1].Goodput, want, goodput)
+			if s.HeldFraction == nil || *s.HeldFraction != want || s.Tenants[1].Goodput != goodput {
+				t.Errorf("held fraction %v, embed's goodput %v; want %v and %v", fmtRatio(s.HeldFraction), s.Tenants[1].Goodput, want, goodput)
 			}
 			if got := Held(last); got != tc.held {
 				t.Errorf("Held = %v, want %v", got, tc.held)

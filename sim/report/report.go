@@ -429,8 +429,9 @@ type Summary struct {
 	SLOsMet  int             `json:"slos_met"`  // tenants with an SLO that met it
 	SLOsHeld int             `json:"slos_held"` // tenants with an SLO, served or not
 	// HeldFraction is the fraction of GPU goodput windows (GoodputWindow
-	// on each GPU) in which every SLO on the GPU held.
-	HeldFraction float64 `json:"held_fraction"`
+	// on each GPU) in which every SLO on the GPU held; nil (null) where
+	// no window had a tenant on its GPU: none to hold, not none held.
+	HeldFraction *float64 `json:"held_fraction"`
 	// EnergyJ is the energy the GPUs used over the run, in joules: the
 	// sum of their energy counters' increase.
 	EnergyJ float64 `json:"energy_joules"`
@@ -461,7 +462,8 @@ func (r *Recorder) summarize() Summary {
 	g, h := countHeld(r.minute)
 	gpuMinutes, heldMinutes := r.gpuMinutes+g, r.heldMinutes+h
 	if gpuMinutes > 0 {
-		s.HeldFraction = round6(float64(heldMinutes) / float64(gpuMinutes))
+		f := round6(float64(heldMinutes) / float64(gpuMinutes))
+		s.HeldFraction = &f
 	}
 	// each tenant's order statistics (the summary's costly part) at once
 	type stats struct {

@@ -506,8 +506,8 @@ func TestGoodputCountsOnlyHeldMinutes(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("goodput = %v, want %v", got, want)
 	}
-	if s.HeldFraction != 0.875 { // 7 of 8 GPU-minutes
-		t.Errorf("held fraction = %v, want 0.875", s.HeldFraction)
+	if s.HeldFraction == nil || *s.HeldFraction != 0.875 { // 7 of 8 GPU-minutes
+		t.Errorf("held fraction = %s, want 87.5%%", fmtRatio(s.HeldFraction))
 	}
 }
 

@@ -85,7 +85,7 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 		// with tenants and no SLO: neither has one to hold
 		fmt.Fprintln(ew, "SLOs held: no tenant has an SLO, so none to hold (goodput is all the work done)")
 	} else {
-		fmt.Fprintf(ew, "SLOs held in %s of the GPU-minutes (goodput counts work only there)\n", fmtRatio(&s.HeldFraction))
+		fmt.Fprintf(ew, "SLOs held in %s of the GPU-minutes (goodput counts work only there)\n", fmtRatio(s.HeldFraction))
 	}
 	// held is judged per minute, met over the run: a minute with no
 	// request to judge holds, a run with none is not met

@@ -53,7 +53,9 @@ func WriteSeedStats(w io.Writer, policy string, sums []report.Summary, rates []s
 	for _, s := range sums {
 		met.add(float64(s.SLOsMet))
 		energy.add(s.EnergyJ / 1000) // kJ, as the tables and the run's summary say
-		held.add(s.HeldFraction * 100)
+		if s.HeldFraction != nil {   // (none with no tenant: nothing to hold)
+			held.add(*s.HeldFraction * 100)
+		}
 		for _, t := range s.Tenants {
 			a := by[t.Tenant]
 			if a == nil {

@@ -49,7 +49,7 @@ func TestSeedStatsNoSLO(t *testing.T) {
 		want string
 	}{
 		{"none", []report.Summary{{}, {}}, "\nSLOs: no tenant has one, none to meet or hold; energy: 0 ± 0 kJ\n"},
-		{"one", []report.Summary{{SLOsHeld: 1, SLOsMet: 1, HeldFraction: 1}, {SLOsHeld: 1, HeldFraction: 0.5}}, "\nSLOs met: 0.5 ± 0.707; SLOs held in 75 ± 35.4 % of the GPU-minutes; energy: 0 ± 0 kJ\n"},
+		{"one", []report.Summary{{SLOsHeld: 1, SLOsMet: 1, HeldFraction: new(1.0)}, {SLOsHeld: 1, HeldFraction: new(0.5)}}, "\nSLOs met: 0.5 ± 0.707; SLOs held in 75 ± 35.4 % of the GPU-minutes; energy: 0 ± 0 kJ\n"},
 	} {
 		var b strings.Builder
 		if err := WriteSeedStats(&b, "autotune", tc.sums, []simrun.ChangeRate{{}, {}}); err != nil {

@@ -207,6 +207,24 @@ func (p *policyRuns) mean(f func(report.Summary) float64) float64 {
 	return sum / float64(len(p.sums))
 }
 
+// heldCell is the mean share of GPU-minutes in which the runs' SLOs
+// held, over the runs with one ("-" where none has: no tenant, nothing
+// to hold).
+func heldCell(p *policyRuns) string {
+	var sum float64
+	n := 0
+	for _, s := range p.sums {
+		if s.HeldFraction != nil {
+			sum += *s.HeldFraction
+			n++
+		}
+	}
+	if n == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(100*(sum/float64(n)), 'f', 0, 64) + "%"
+}
+
 // scenarioRuns are a scenario's runs under every policy of the table.
 type scenarioRuns struct {
 	name string // as the table names it, e.g. replay/diurnal-shift
@@ -414,7 +432,7 @@ func tableRows(sr scenarioRuns) ([]string, error) {
 			attainmentCell(p),
 			batchCell(p, ref),
 			energyCell(p.mean(func(s report.Summary) float64 { return s.EnergyJ })),
-			strconv.FormatFloat(100*p.mean(func(s report.Summary) float64 { return s.HeldFraction }), 'f', 0, 64) + "%",
+			heldCell(p),
 			strconv.FormatFloat(good, 'f', 2, 64),
 			ratio(good, seGood),
 		}

@@ -186,7 +186,7 @@ func TestTableRowsFormat(t *testing.T) {
 	b := func(v bool) *bool { return &v }
 	// sum is a run of chat (with an SLO) and train
 	sum := func(att float64, met bool, chatWork, chatGood, trainWork, trainGood, held, energy float64) report.Summary {
-		s := report.Summary{SLOsHeld: 1, HeldFraction: held, EnergyJ: energy, Tenants: []report.TenantSummary{
+		s := report.Summary{SLOsHeld: 1, HeldFraction: new(held), EnergyJ: energy, Tenants: []report.TenantSummary{
 			{Tenant: "chat", Attainment: f(att), SLOMet: b(met), SLOQuantile: 0.99, SLOTarget: 0.0035, Slack: f(att * 3), WorkRate: chatWork, Goodput: chatGood},
 			{Tenant: "train", WorkRate: trainWork, Goodput: trainGood},
 		}}
@@ -228,7 +228,7 @@ func TestTableRowsFormat(t *testing.T) {
 	for i := range compactAbove + 1 {
 		many = append(many, report.TenantSummary{Tenant: fmt.Sprintf("t%d", i), Attainment: f(1 - float64(i%3)/10), SLOMet: b(i%3 == 0), SLOQuantile: 0.9, SLOTarget: 1, WorkRate: 1})
 	}
-	one := []report.Summary{{SLOsHeld: len(many), Tenants: many}}
+	one := []report.Summary{{SLOsHeld: len(many), HeldFraction: new(0.0), Tenants: many}}
 	compact := scenarioRuns{name: "many", runs: []*policyRuns{
 		{policy: baseline.StaticEqualName, sums: one, rates: []simrun.ChangeRate{{}}},
 		{policy: baseline.UncappedName, sums: one, rates: []simrun.ChangeRate{{}}},
