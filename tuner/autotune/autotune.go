@@ -9,6 +9,7 @@ package autotune
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -53,7 +54,8 @@ type Params struct {
 	// hold for another), at least Horizon and at most HorizonMax (or
 	// twice the restarts' cost where that is longer: a long slack gives
 	// back even a costly cap); it is made only when ΔShare/share over
-	// that time exceeds twice the cost of the restarts.
+	// that time exceeds twice the cost of the restarts, or once every
+	// SLO has held past that longest horizon.
 	RestartCost, Horizon, HorizonMax time.Duration
 	// CostlyRestart: when restarting the capped tenants costs them at
 	// least this, a violation halves their share in one step instead of
@@ -132,11 +134,12 @@ type Autotune struct {
 	trail *requestTrail // the fast loop's recent requests (trail.go)
 	held  *heldSince    // since when the SLOs have held, per GPU (held.go)
 	lows  *clockLows    // when each GPU's clock was last read lowered (dvfs.go)
+	seen  *latencySeen  // when each latency tenant was last on each GPU (away.go)
 }
 
 // New returns the policy with the default parameters.
 func New() *Autotune {
-	return &Autotune{P: DefaultParams(), day: &pauseDaily{}, trail: &requestTrail{}, held: &heldSince{}, lows: &clockLows{}}
+	return &Autotune{P: DefaultParams(), day: &pauseDaily{}, trail: &requestTrail{}, held: &heldSince{}, lows: &clockLows{}, seen: &latencySeen{}}
 }
 
 // Name returns "autotune".
@@ -188,6 +191,7 @@ func (p *Autotune) Decide(s *tuner.State) []tuner.Action {
 	var out []tuner.Action
 	for _, d := range s.UpDevices() {
 		ds := summarize(p.members(s, d))
+		ds.away = p.seen.away(s, d.UUID, ds)
 		switch d.Mode {
 		case gpu.SharingMPS:
 			// the pause first: the caps cost restarts
@@ -326,6 +330,10 @@ type domainSignals struct {
 	anyViolating      bool
 	allSlack, allDeep bool
 	worst             *member // the violating tenant that matters most
+	// away: no latency tenant is on the GPU this round, but one with an
+	// SLO status was within its SLO window (latencySeen): not gone, its
+	// latency unknown, so what the tuner set holds
+	away bool
 }
 
 func summarize(ms []*member) domainSignals {
@@ -366,17 +374,27 @@ func (ds domainSignals) alone() bool { return len(ds.others)+len(ds.unjudged) ==
 // tenant is left.
 func (ds domainSignals) slackWhy() string {
 	if len(ds.latency) == 0 {
-		return "no latency tenant is left on this GPU (its last one left or lost its SLO)"
+		return "no latency tenant is left on this GPU (its last one lost its SLO, or has had no process on it for its SLO window)"
 	}
 	return "every latency SLO has slack"
 }
 
-// changedBy says whether the tuner has changed the knob k on the GPU uuid
-// (it keeps a change of it): on a GPU without latency tenants only what
-// the tuner set is given back, never an operator's setting.
-func changedBy(s *tuner.State, uuid string, k gpu.Knob) bool {
-	_, ok := s.LastChange(tuner.Target{GPU: uuid, Knob: k})
-	return ok
+// setBy keeps, of ms, the tenants with a client whose setting of the knob
+// k on uuid the tuner keeps an original of: on a GPU without latency
+// tenants only what the tuner set is given back, never an operator's
+// setting. (Originals, not changes: the journal gives them back after a
+// restart of the exporter.)
+func setBy(s *tuner.State, uuid string, k gpu.Knob, ms []*member) []*member {
+	var out []*member
+	for _, m := range ms {
+		for _, pid := range m.pids {
+			if _, ok := s.Originals[tuner.Target{GPU: uuid, Knob: k, PID: pid}.String()]; ok {
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // quiet reports whether the GPU's knob k has not changed for d.
@@ -391,7 +409,15 @@ func quiet(s *tuner.State, uuid string, k gpu.Knob, d time.Duration) bool {
 // wind up; a reservation at its bound stops moving, and the decision says
 // so.
 func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ds domainSignals, held time.Duration) []tuner.Action {
-	if len(ds.others) == 0 || len(ds.latency) == 0 && !changedBy(s, d.UUID, gpu.KnobMPSActiveThreads) {
+	if len(ds.latency) == 0 {
+		if ds.away {
+			return nil // its latency tenant may be back: hold
+		}
+		// no latency tenant left: the caps the tuner set go back as on
+		// slack, the others' (an operator's) stay
+		ds.others = setBy(s, d.UUID, gpu.KnobMPSActiveThreads, ds.others)
+	}
+	if len(ds.others) == 0 {
 		return nil
 	}
 	capOthers, minOthers := 0.0, 0.0
@@ -458,21 +484,37 @@ func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ds domainSignals, held tim
 		}
 		// Is the release worth the restarts it costs, over as long as
 		// the SLOs have held? (At most HorizonMax, or twice the
-		// restarts' cost where that is longer: else a cap whose
-		// restarts cost more than HorizonMax/2 would never be given
-		// back, however long the slack.)
+		// restarts' cost where that is longer.) Slack that has held
+		// past that bound gives the cap back whatever the gain: else a
+		// cap whose restarts cost more than HorizonMax/2 would be
+		// given back only where the release doubles its share exactly
+		// (a gain of exactly the cost, which rounding may miss), and
+		// never above half a share (which cannot double).
 		cost := restartCost(ds.others)
-		horizon := min(max(held, p.P.Horizon), max(p.P.HorizonMax, p.P.Horizon, 2*cost))
+		longest := max(p.P.HorizonMax, p.P.Horizon, 2*cost)
+		horizon := min(max(held, p.P.Horizon), longest)
 		gain := (reserved - next) / math.Max(1-reserved, 0.05) * horizon.Seconds()
-		if gain < 2*cost.Seconds() {
+		if gain < 2*cost.Seconds()*(1-1e-9) && held < longest {
 			return nil
 		}
 		reason = fmt.Sprintf("%s since the last change over %v ago, and has held for %v: give back %.0f%% of the SMs to batch and best-effort tenants (reserved %.0f%% -> %.0f%%), worth %.0f s of their work over %v against %v of restarts",
 			ds.slackWhy(), p.P.SlackDwell, held.Round(time.Second), 100*(reserved-next), 100*reserved, 100*next, gain, horizon.Round(time.Second), cost)
+		if gain < 2*cost.Seconds()*(1-1e-9) {
+			reason += fmt.Sprintf(" (less than twice that, but the SLOs have held past %v, as long as a release is expected to last)", longest)
+		}
 	default:
 		return nil
 	}
-	return p.capOthers(s, d, ds.others, next, reason)
+	acts := p.capOthers(s, d, ds.others, next, reason)
+	if len(ds.latency) == 0 {
+		// a client of the tenant without an original kept is not the
+		// tuner's to give back
+		acts = slices.DeleteFunc(acts, func(a tuner.Action) bool {
+			_, ok := s.Originals[a.Target.String()]
+			return !ok
+		})
+	}
+	return acts
 }
 
 // minCap is the smallest cap asked of a client: the smallest whole

@@ -21,6 +21,9 @@ import (
 // the power limit it lowered are given back (gone).
 func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
 	if len(ds.latency) == 0 {
+		if ds.away {
+			return nil // its latency tenant may be back: hold
+		}
 		return p.gone(s, d)
 	}
 	clockT := tuner.Target{GPU: d.UUID, Knob: gpu.KnobLockedClocks}
@@ -58,7 +61,7 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 	// lock now, and no clock is locked for energy on top of it: one knob
 	// at a time saves the energy.
 	powerDown := powerLowered(s, d)
-	if !lockKnown || ds.anyViolating && powerDown {
+	if !lockKnown || (ds.anyViolating || !ds.alone()) && powerDown {
 		if acts := p.power(s, d, ds); len(acts) > 0 {
 			return acts
 		}
@@ -68,6 +71,12 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 		orig, _ := s.Originals[clockT.String()].(tuner.ClockRange)
 		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: orig, Revert: true, HoldLeft: true,
 			Reason: ds.worst.name + " violates its SLO: give the SM clock back (" + orig.String() + ")"}}
+	case ours != (tuner.ClockRange{}) && !ds.alone():
+		// the lock was set with the latency tenants alone; what joined
+		// them would run slower under it
+		orig, _ := s.Originals[clockT.String()].(tuner.ClockRange)
+		return []tuner.Action{{Target: clockT, GPUIndex: d.Index, Current: ours, Want: orig, Revert: true,
+			Reason: besideWhy(ds) + ": give the SM clock back (" + orig.String() + ")"}}
 	case ours != (tuner.ClockRange{}) && !ds.allSlack && p.stepUpDue(s, d, ds):
 		// one step back up, and the step that lost the slack is held
 		up := float64(ours.MaxMHz) + p.P.EnergyStep*maxHz/1e6
@@ -113,7 +122,7 @@ func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tun
 // changed for SlackDwell. A lock at the maximum clock, set against DVFS,
 // is given back too: the tenant it was set for is gone.
 func (p *Autotune) gone(s *tuner.State, d *gpu.Device) []tuner.Action {
-	const why = "no latency tenant is left on this GPU (its last one left or lost its SLO): "
+	const why = "no latency tenant is left on this GPU (its last one lost its SLO, or has had no process on it for its SLO window): "
 	clockT := tuner.Target{GPU: d.UUID, Knob: gpu.KnobLockedClocks}
 	if orig, ok := s.Originals[clockT.String()].(tuner.ClockRange); ok && quiet(s, d.UUID, gpu.KnobLockedClocks, p.P.SlackDwell) {
 		if c, ok := s.LastChange(clockT); ok && c.To != tuner.Value(orig) && s.Changeable(clockT) {
@@ -127,6 +136,22 @@ func (p *Autotune) gone(s *tuner.State, d *gpu.Device) []tuner.Action {
 			Reason: why + "back to the original power limit"}}
 	}
 	return nil
+}
+
+// besideWhy says why no clock or power limit stays lowered for energy on
+// a domain whose latency tenants are not alone.
+func besideWhy(ds domainSignals) string {
+	var m *member
+	if len(ds.others) > 0 {
+		m = ds.others[0]
+	} else {
+		m = ds.unjudged[0]
+	}
+	what := "batch or best-effort work"
+	if m.class == gpu.ClassLatency {
+		what = "a latency tenant whose latency is not measured"
+	}
+	return fmt.Sprintf("%s (%s) runs on this GPU, and no clock is lowered for energy beside %s", m.name, m.class, what)
 }
 
 // unknownLock is why a clock lock is held back where the readings do not
@@ -175,6 +200,9 @@ func (p *Autotune) power(s *tuner.State, d *gpu.Device, ds domainSignals) []tune
 	case ds.anyViolating && powerLowered(s, d) && d.PowerLimitW != nil:
 		return []tuner.Action{{Target: powT, GPUIndex: d.Index, Current: tuner.Watts(*d.PowerLimitW), Want: orig, Revert: true, HoldLeft: true,
 			Reason: ds.worst.name + " violates its SLO: back to the original power limit"}}
+	case !ds.alone() && powerLowered(s, d) && d.PowerLimitW != nil:
+		return []tuner.Action{{Target: powT, GPUIndex: d.Index, Current: tuner.Watts(*d.PowerLimitW), Want: orig, Revert: true,
+			Reason: besideWhy(ds) + ": back to the original power limit"}}
 	case ds.allDeep && measured(ds.latency) && ds.alone() && !changed && d.PowerLimitW != nil && *d.PowerLimitW > 0 && s.Changeable(powT) &&
 		quiet(s, d.UUID, gpu.KnobLockedClocks, p.P.SlackDwell) && quiet(s, d.UUID, gpu.KnobPowerLimit, p.P.SlackDwell):
 		w := tuner.Watts(math.Round(*d.PowerLimitW * p.P.PowerFraction))

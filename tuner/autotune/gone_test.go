@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -16,37 +17,56 @@ import (
 // as on slack (the pause first, at the usual pace, with no anticipation
 // floor), and an operator's setting stays. Before, the policy proposed
 // nothing on such a GPU, and each setting stayed for good (an idle chat,
-// whose SLO has slack, got them back).
+// whose SLO has slack, got them back). An MPS cap is the tuner's where
+// it keeps the client's original (the journal gives it back after a
+// restart of the exporter, which keeps no change): an operator's cap
+// stayed only while the tuner had never changed a cap on the GPU, and
+// one it set was kept for good after a restart.
 func TestSettingsGivenBackWithoutLatencyTenant(t *testing.T) {
 	half := 0.5
 	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
 	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
+	embedT := tuner.Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 2}
 	lowered := &tuner.ClockRange{MinMHz: 1386, MaxMHz: 1386}
+	// embed's cap is the tuner's: its original kept
+	tunersCap := func(s *tuner.State) { s.Originals[embedT.String()] = tuner.Fraction(1) }
+	// the tuner gave another client (pid 9, gone) its original back 10
+	// minutes ago, its only MPS change on the GPU
+	otherBack := func(s *tuner.State) {
+		other := tuner.Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 9}
+		c := tuner.Change{At: s.Now.Add(-10 * time.Minute), From: tuner.Fraction(0.4), To: tuner.Fraction(1), Revert: true}
+		s.Changes[other.String()], s.Changes[other.DomainKey()] = c, c
+	}
 	tests := []struct {
 		name  string
 		sc    scene
 		duty  tuner.Duty // the pause in place, set 10 minutes ago (0: none, no pause actuator)
 		level bool       // the time-slice level is the tuner's (its original kept)
 		power bool       // the power limit is the tuner's, lowered from 700 W
+		prep  func(*tuner.State)
 		want  []string
 	}{
-		{"the pause goes back a step", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, 0.8, false, false,
+		{"the pause goes back a step", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, 0.8, false, false, nil,
 			[]string{"GPU-0/pause_duty/pid2=75%"}},
-		{"the MPS cap goes back", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3, changed: 10 * time.Minute}, 0, false, false,
+		{"the MPS cap goes back", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3, changed: 10 * time.Minute}, 0, false, false, tunersCap,
 			[]string{"GPU-0/mps_active_threads/pid2=55%"}},
-		{"an MPS cap the tuner did not set stays", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, 0, false, false,
+		{"the MPS cap goes back after a restart of the exporter (its original kept, no change)", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, 0, false, false, tunersCap,
+			[]string{"GPU-0/mps_active_threads/pid2=55%"}},
+		{"an MPS cap the tuner did not set stays", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, 0, false, false, nil,
 			nil},
-		{"the energy clock lock goes back", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: lowered, ours: true, clockAgo: 3 * time.Minute}, 0, false, false,
+		{"an MPS cap the tuner did not set stays, though it changed another client's", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, 0, false, false, otherBack,
+			nil},
+		{"the energy clock lock goes back", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: lowered, ours: true, clockAgo: 3 * time.Minute}, 0, false, false, nil,
 			[]string{"GPU-0/locked_clocks=unlocked"}},
-		{"the clock lock, set a minute ago: dwell", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: lowered, ours: true, clockAgo: time.Minute}, 0, false, false,
+		{"the clock lock, set a minute ago: dwell", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: lowered, ours: true, clockAgo: time.Minute}, 0, false, false, nil,
 			nil},
-		{"an operator's clock lock stays", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: lowered}, 0, false, false,
+		{"an operator's clock lock stays", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: lowered}, 0, false, false, nil,
 			nil},
-		{"the lowered power limit goes back", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 490}, 0, false, true,
+		{"the lowered power limit goes back", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 490}, 0, false, true, nil,
 			[]string{"GPU-0/power_limit=700W"}},
-		{"the time-slice level goes back", scene{mode: gpu.SharingTimeSlice, embedCap: &half, fast: fine, p99: 0.3, timeSlice: gpu.TimeSliceShort}, 0, true, false,
+		{"the time-slice level goes back", scene{mode: gpu.SharingTimeSlice, embedCap: &half, fast: fine, p99: 0.3, timeSlice: gpu.TimeSliceShort}, 0, true, false, nil,
 			[]string{"GPU-0/compute_timeslice=default"}},
-		{"an operator's time-slice level stays", scene{mode: gpu.SharingTimeSlice, embedCap: &half, fast: fine, p99: 0.3, timeSlice: gpu.TimeSliceShort}, 0, false, false,
+		{"an operator's time-slice level stays", scene{mode: gpu.SharingTimeSlice, embedCap: &half, fast: fine, p99: 0.3, timeSlice: gpu.TimeSliceShort}, 0, false, false, nil,
 			nil},
 	}
 	for _, how := range []string{"chat left the GPU", "a reload dropped chat's SLO"} {
@@ -71,6 +91,9 @@ func TestSettingsGivenBackWithoutLatencyTenant(t *testing.T) {
 					powT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
 					s.Originals[powT.String()] = tuner.Watts(700)
 					s.Changes[powT.DomainKey()] = tuner.Change{At: s.Now.Add(-10 * time.Minute), From: tuner.Watts(700), To: tuner.Watts(490)}
+				}
+				if tc.prep != nil {
+					tc.prep(s)
 				}
 				acts := New().Decide(s)
 				var got []string
@@ -104,6 +127,7 @@ func TestPauseFirstWithoutLatencyTenant(t *testing.T) {
 		s.Snapshot.Usage = s.Snapshot.Usage[1:]
 		s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: true}
 		s.Originals[pauseT.String()] = tuner.Duty(0)
+		s.Originals[tuner.Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 2}.String()] = tuner.Fraction(1) // the tuner's cap
 		c := tuner.Change{At: at, From: tuner.Duty(0.5), To: duty}
 		s.Changes[pauseT.String()], s.Changes[pauseT.DomainKey()] = c, c
 		s.History = map[string][]tuner.Change{pauseT.DomainKey(): {{At: t0.Add(time.Hour).Add(-time.Minute), From: tuner.Duty(0.5), To: tuner.Duty(0.8)}}}
@@ -123,4 +147,72 @@ func TestPauseFirstWithoutLatencyTenant(t *testing.T) {
 		}
 	}
 	t.Fatalf("the pause at %s and the cap still in place after 20 minutes without a latency tenant", duty)
+}
+
+// TestMomentaryAbsenceHolds: chat, in its hysteresis band (the policy
+// holds), is missing from a sample (its server restarting, or a sample
+// that misses a process, across which the tenants package keeps its
+// latency source and SLO status for its SLO window). Until chat has had
+// no process on the GPU for that window, its latency is unknown and what
+// the tuner set holds; after it, chat has left and the settings go back.
+// Before, the one sample without chat's process gave the MPS cap back
+// (restarting embed, a trainer whose restart costs 5 minutes) and the
+// time-slice level the trial found, at once.
+func TestMomentaryAbsenceHolds(t *testing.T) {
+	band := tuner.FastSLO{Over: time.Minute, Total: 200, Good: 199} // burn 0.5: hold
+	half := 0.5
+	embedT := tuner.Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 2}
+	levelT := tuner.Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice}
+	tests := []struct {
+		name    string
+		mode    gpu.SharingMode
+		restart time.Duration // embed's restart_cost
+		there   time.Duration // how long chat was seen, in its band, before it went missing
+		window  time.Duration // chat's SLO window (0: its status gives none, the default's)
+		want    string        // what goes back once chat has been away for its window
+	}{
+		{"MPS: the cap holds", gpu.SharingMPS, 0, 15 * time.Second, 0, "GPU-0/mps_active_threads/pid2=55%"},
+		{"MPS, a trainer costly to restart: the cap holds", gpu.SharingMPS, 5 * time.Minute, 30 * time.Minute, 10 * time.Minute, "GPU-0/mps_active_threads/pid2=100%"},
+		{"time-sliced: the level holds", gpu.SharingTimeSlice, 0, 15 * time.Second, 0, "GPU-0/compute_timeslice=default"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := scene{mode: tc.mode, embedCap: &half, fast: band, p99: 0.8, changed: time.Hour, restart: tc.restart}
+			window := tc.window
+			if window == 0 {
+				window = tenant.DefaultSLOWindow
+			}
+			mk := func(at time.Duration, chatThere bool) *tuner.State {
+				s := sc.state()
+				s.Now = s.Now.Add(at)
+				s.Snapshot.SLOs[0].Window = tc.window
+				s.Originals[embedT.String()] = tuner.Fraction(1)
+				if tc.mode == gpu.SharingTimeSlice {
+					s.Snapshot.Readings.Devices[0].ComputeTimeSlice = gpu.TimeSliceShort
+					s.Originals[levelT.String()] = tuner.Level(gpu.TimeSliceDefault)
+					s.Changes[levelT.DomainKey()] = tuner.Change{At: t0, From: tuner.Level(gpu.TimeSliceDefault), To: tuner.Level(gpu.TimeSliceShort)}
+				}
+				if !chatThere {
+					s.Snapshot.Usage = s.Snapshot.Usage[1:]
+					d := &s.Snapshot.Readings.Devices[0]
+					d.Processes = d.Processes[1:]
+				}
+				return s
+			}
+			p := New()
+			for at := -tc.there; at < 0; at += 15 * time.Second {
+				if acts := p.Decide(mk(at, true)); len(acts) != 0 {
+					t.Fatalf("chat in its band: want a hold, got %v", acts)
+				}
+			}
+			// chat was last seen 15 seconds before the first sample without it
+			for at := time.Duration(0); at < window-15*time.Second; at += 15 * time.Second {
+				for _, a := range p.Decide(mk(at, false)) {
+					t.Fatalf("%v without chat's process (its SLO status served, its window %v): %s=%s restart=%v (%s)", at+15*time.Second, window, a.Target, a.Want, a.Restart, a.Reason)
+				}
+			}
+			at := window - 15*time.Second
+			checkActions(t, p.Decide(mk(at, false)), []string{tc.want}, "no latency tenant is left")
+		})
+	}
 }

@@ -12,12 +12,13 @@ import (
 )
 
 // TestCapRelease: a cap is given back when the gain over as long as every
-// SLO has held since the caps last changed is worth the restarts; where a
-// restart is costly, the batch share doubles in one restart.
+// SLO has held since the caps last changed is worth the restarts, or
+// once they have held past the longest horizon; where a restart is
+// costly, the batch share doubles in one restart.
 func TestCapRelease(t *testing.T) {
 	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
 	violating := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 97} // burn 3
-	fifth, half := 0.2, 0.5
+	fifth, thirty, half, sixty, ninety := 0.2, 0.3, 0.5, 0.6, 0.9
 	slack := func(cp *float64, restart, changed time.Duration) scene {
 		return scene{mode: gpu.SharingMPS, embedCap: cp, fast: fine, p99: 0.3, restart: restart, changed: changed}
 	}
@@ -52,6 +53,21 @@ func TestCapRelease(t *testing.T) {
 			idleSlack(&fifth, 20*time.Minute, time.Hour), []string{"GPU-0/mps_active_threads/pid2=40%"}, "worth 2400 s of their work over 40m0s"},
 		{"restarts past horizon_max/2: slack held 39 minutes is not worth them yet", ptr(slack(&fifth, 20*time.Minute, time.Hour)), 39 * time.Minute,
 			slack(&fifth, 20*time.Minute, time.Hour), nil, ""},
+		// slack held past the horizon's bound gives the cap back whatever
+		// the gain: before, a doubling at share 0.3 gained a rounding
+		// error less than the restarts, and a share above half (released
+		// whole, not doubled) never gained as much: neither was given
+		// back, however long the slack
+		{"restarts past horizon_max/2, share 30%: slack held 3 hours doubles it", ptr(slack(&thirty, 20*time.Minute, 4*time.Hour)), 3 * time.Hour,
+			slack(&thirty, 20*time.Minute, 4*time.Hour), []string{"GPU-0/mps_active_threads/pid2=60%"}, "reserved 70% -> 40%"},
+		{"restarts past horizon_max/2, share 60%: slack held 3 hours gives it back whole", ptr(slack(&sixty, 20*time.Minute, 4*time.Hour)), 3 * time.Hour,
+			slack(&sixty, 20*time.Minute, 4*time.Hour), []string{"GPU-0/mps_active_threads/pid2=100%"}, "the SLOs have held past 40m0s"},
+		{"restarts past horizon_max/2, share 60%: slack held 39 minutes is not worth them yet", ptr(slack(&sixty, 20*time.Minute, 4*time.Hour)), 39 * time.Minute,
+			slack(&sixty, 20*time.Minute, 4*time.Hour), nil, ""},
+		{"costly, share 90%: slack held 31 minutes gives it back whole", ptr(slack(&ninety, 5*time.Minute, time.Hour)), 31 * time.Minute,
+			slack(&ninety, 5*time.Minute, time.Hour), []string{"GPU-0/mps_active_threads/pid2=100%"}, "the SLOs have held past 30m0s"},
+		{"costly, share 90%: slack held 29 minutes is not worth the restart yet", ptr(slack(&ninety, 5*time.Minute, time.Hour)), 29 * time.Minute,
+			slack(&ninety, 5*time.Minute, time.Hour), nil, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -66,6 +66,9 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ds domainSignals) ([]tu
 	if len(ps) == 0 {
 		return nil, true
 	}
+	if len(ds.latency) == 0 && ds.away {
+		return nil, false // its latency tenant may be back: hold
+	}
 	if len(ds.latency) == 0 {
 		// no latency tenant left: nothing to protect, the pause goes
 		// back at the usual rate (no floor: the load it anticipated is

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -89,6 +90,65 @@ func TestPowerLoweredLockKnownAgain(t *testing.T) {
 				s.Changes[powT.DomainKey()] = tuner.Change{At: s.Now.Add(-10 * time.Minute), From: tuner.Watts(210), To: tuner.Watts(300), Revert: true}
 			}
 			checkActions(t, New().Decide(s), tc.want, "")
+		})
+	}
+}
+
+// TestEnergySavingGivenBackBesideOthers: the SM clock locked at 50% for
+// energy (or the power limit lowered, where the clock cannot be locked)
+// while chat was alone with deep slack is given back, as on a violation,
+// once batch work or a latency tenant whose latency is not measured runs
+// beside it: no clock is lowered for energy beside them. Before, the
+// lock stayed for as long as chat's slack stayed deep, and the tenant
+// beside it ran at half clock. A lock at the maximum clock, set against
+// DVFS, stays.
+func TestEnergySavingGivenBackBesideOthers(t *testing.T) {
+	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
+	half := &tuner.ClockRange{MinMHz: 990, MaxMHz: 990}
+	top := &tuner.ClockRange{MinMHz: 1980, MaxMHz: 1980}
+	powT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
+	tests := []struct {
+		name   string
+		sc     scene
+		search bool // search, a latency tenant without an SLO status, joins (else embed, batch)
+		power  bool // the power limit is the tuner's, lowered from 700 W
+		want   []string
+	}{
+		{"the energy lock, search joins", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: half, ours: true, clockAgo: 10 * time.Minute}, true, false,
+			[]string{"GPU-0/locked_clocks=unlocked"}},
+		{"the energy lock, embed joins", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: half, ours: true, clockAgo: 10 * time.Minute}, false, false,
+			[]string{"GPU-0/locked_clocks=unlocked"}},
+		{"the lowered power limit, search joins", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 490}, true, true,
+			[]string{"GPU-0/power_limit=700W"}},
+		{"the lowered power limit, embed joins", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 490}, false, true,
+			[]string{"GPU-0/power_limit=700W"}},
+		{"a lock at the maximum clock stays", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: top, ours: true, clockAgo: 10 * time.Minute}, false, false,
+			nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.sc.state()
+			d := &s.Snapshot.Readings.Devices[0]
+			d.Processes = append(d.Processes, mpsProc(3, gpu.Float(1)))
+			if tc.search {
+				s.Snapshot.Usage = append(s.Snapshot.Usage, tenant.Usage{Tenant: "search", Class: gpu.ClassLatency, UUID: uuid0, PIDs: []uint32{3}})
+				s.Snapshot.Tenants = append(s.Snapshot.Tenants, tenant.Info{Name: "search", Class: gpu.ClassLatency, Priority: 10, ShareMax: 1})
+			} else {
+				s.Snapshot.Usage = append(s.Snapshot.Usage, tenant.Usage{Tenant: "embed", Class: gpu.ClassBatch, UUID: uuid0, PIDs: []uint32{3}})
+			}
+			if tc.power {
+				s.Originals[powT.String()] = tuner.Watts(700)
+				s.Changes[powT.DomainKey()] = tuner.Change{At: s.Now.Add(-10 * time.Minute), From: tuner.Watts(700), To: tuner.Watts(490)}
+			}
+			acts := New().Decide(s)
+			reason := ""
+			if tc.want != nil {
+				reason = "no clock is lowered for energy beside"
+			}
+			checkActions(t, acts, tc.want, reason)
+			if len(acts) > 0 && !acts[0].Revert {
+				t.Errorf("not a revert: %+v", acts[0])
+			}
 		})
 	}
 }
