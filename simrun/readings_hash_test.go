@@ -179,6 +179,12 @@ var addedSincePin = map[string]bool{"gpu.Device.UnlistedActivity": true, "gpu.MI
 	"gpu.Device.MPSProcessesUnread": true, "gpu.MIGInstance.ProcessesUnread": true, "tenant.Usage.MemoryUnknown": true,
 	"tenant.Meter.MemoryUnknown": true}
 
+// pointerSincePin are the fields that were values when the pinned hashes
+// were written and are pointers now (nil where the value is unknown): one
+// that is set hashes as the value it was, so that the pinned hashes still
+// say whether the simulator's runs moved.
+var pointerSincePin = map[string]bool{"gpu.VGPUInstance.FramebufferUsed": true}
+
 // trackerState are fields of the latency tracker's own life, added since
 // the pinned hashes were written, that the simulator sets at every step
 // (a source read, a window counted, the tracker's number): they say
@@ -247,6 +253,10 @@ func hashValue(h hash.Hash, v reflect.Value, depth int) {
 		for i := range v.NumField() {
 			name := v.Type().String() + "." + v.Type().Field(i).Name
 			if trackerState[name] || addedSincePin[name] && v.Field(i).IsZero() {
+				continue
+			}
+			if pointerSincePin[name] && !v.Field(i).IsNil() {
+				hashValue(h, v.Field(i).Elem(), depth+1) // as the value it was
 				continue
 			}
 			hashValue(h, v.Field(i), depth+1)
