@@ -48,9 +48,10 @@ type tenantAcc struct {
 	// inside a VM, which the vGPU figures give apart): those a refused
 	// list hides.
 	listed int
-	// carried is its hold of the sample before on a shared device whose
-	// process list is refused, where none of its processes (or VMs) was
-	// read: it is carried forward; nil otherwise.
+	// carried is its hold of the sample before on a shared device, where
+	// processes of it are carried forward while their process list is
+	// refused (carryShared) and none of its processes (or VMs) was read:
+	// its parts are carried forward; nil otherwise.
 	carried *sharedHeld
 }
 
@@ -280,7 +281,7 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 			held[a.tenant] = migHeld{a.memBytes, a.memKnown(), a.procs}
 		}
 		prevHeld, known := prevT.instance(inst.UUID)
-		if inst.ProcessesUnread {
+		if inst.ProcessesUnread && b.carryMIG(prevT, curT, inst.UUID) {
 			// its process list refused: who holds it is not known, and
 			// its holders are not known to have left. They are carried
 			// forward with what they held, their processes too, their
@@ -369,9 +370,12 @@ type sharedDevice struct {
 	// interval, or the device had activity of processes listed at neither
 	// end (gpu.Device.UnlistedActivity)
 	departed bool
-	// carried: a tenant of the previous sample is carried forward (the
-	// process list refused, tenantAcc.carried)
+	// carried: a process of the previous sample is carried forward (its
+	// process list refused, carryShared)
 	carried bool
+	// gone are the parts of the sample before of its tenants that left
+	// while another's processes are carried forward
+	gone sharedHeld
 	// tenancy is the device's tenancy in this sample, whose holders
 	// sharedShares records
 	tenancy *devTenancy
@@ -394,6 +398,13 @@ func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping,
 	newCtx := func(c ctxUtil) *ctxUtil {
 		ctxBuf = append(ctxBuf, c)
 		return &ctxBuf[len(ctxBuf)-1]
+	}
+	prevT, curT := b.attr.interval.device(d)
+	if curT.ctxs == nil {
+		curT.ctxs = make(map[uint64]bool, n)
+	}
+	if curT.procs == nil {
+		curT.procs = make(map[uint32]heldProc, len(d.Processes))
 	}
 	vgpuTenant := map[uint32]string{}
 	for i := range d.VGPUs {
@@ -429,42 +440,19 @@ func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping,
 		a := perTenant.get(b.attribute(compiled, sub), "")
 		a.addProcess(p, sub)
 		a.listed++
+		h := heldProc{tenant: a.tenant, mps: procList(p)}
 		if p.MPSActiveThreads != nil && *p.MPSActiveThreads > 0 {
 			a.addReserve(*p.MPSActiveThreads)
+			h.reserved, h.reserve = true, *p.MPSActiveThreads
 		}
+		curT.procs[p.PID] = h
 		ctxs = append(ctxs, newCtx(a.processCtx(p)))
-	}
-	prevT, curT := b.attr.interval.device(d)
-	if curT.ctxs == nil {
-		curT.ctxs = make(map[uint64]bool, len(ctxs))
 	}
 	for _, c := range ctxs {
 		curT.ctxs[c.key.id] = true
 	}
 	sd := &sharedDevice{d: d, perTenant: perTenant, ctxs: ctxs, fit: b.attr.fitOf(d.UUID), tenancy: curT}
-	if d.ProcessesUnread && prevT != nil {
-		// its process list refused: who runs there is not known, and the
-		// tenants of the sample before are not known to have left. Those
-		// none of whose processes (or VMs) was read are carried forward
-		// with what they held, their memory now not known, as on a MIG
-		// instance; their processes stay the device's contexts, so that
-		// once the list is read again one not in it has left.
-		for tn, h := range prevT.shared {
-			if _, ok := perTenant.byTenant[accKey{"", tn}]; ok {
-				continue
-			}
-			a := perTenant.get(tn, "")
-			a.procs, a.listed, a.reserve, a.reserveN = h.procs, h.procs, h.reserve, h.reserveN
-			a.memUnknown++
-			a.carried = &h
-			sd.carried = true
-		}
-		for id := range prevT.ctxs {
-			if id < 1<<32 { // a process's, not a VM's (read apart)
-				curT.ctxs[id] = true
-			}
-		}
-	}
+	b.carryShared(sd, prevT)
 	sd.departed = prevT.departed(curT.ctxs) || d.UnlistedActivity
 	return sd
 }
@@ -486,20 +474,29 @@ func (b *Builder) sharedShares(compiled *compiledConfig, sd *sharedDevice) []Usa
 		perTenant.get(Unassigned, "")
 	}
 	accs := sortedAccs(perTenant)
-	smShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.smW, a.busyN > 0 })
-	memShare := shareBy(accs, func(a *tenantAcc) (float64, bool) { return a.memW, a.memBusyN > 0 })
-	if sd.carried {
-		// the tenants carried forward keep their parts of the sample
-		// before; none of their samples is read to bound them by
-		smShare = carriedShares(accs, smShare, func(h *sharedHeld) float64 { return h.sm })
-		memShare = carriedShares(accs, memShare, func(h *sharedHeld) float64 { return h.dram })
+	smShare, memShare := shareBy(accs, smOf), shareBy(accs, memOf)
+	if slices.ContainsFunc(accs, func(a *tenantAcc) bool { return a.carried != nil }) {
+		// the tenants carried forward weigh their parts of the sample
+		// before, none of their samples read to bound them by, against
+		// what the samples of those read allow; the parts of the tenants
+		// that left are unassigned's, as below
+		if sd.gone.sm > 0 || sd.gone.dram > 0 {
+			if u := perTenant.byTenant[accKey{"", Unassigned}]; u == nil {
+				u = perTenant.get(Unassigned, "")
+				u.carried = &sd.gone
+				accs = sortedAccs(perTenant)
+				smShare, memShare = shareBy(accs, smOf), shareBy(accs, memOf)
+			}
+		}
+		smShare = carriedShares(accs, smShare, d.Activity.SMActive, busyOf, func(h *sharedHeld) float64 { return h.sm })
+		memShare = carriedShares(accs, memShare, d.Activity.DRAMActive, memBusyOf, func(h *sharedHeld) float64 { return h.dram })
 	} else if sd.departed {
 		// the part of the interval of the contexts that left (or came
 		// and went) has no figure to say whose it was: those still here
 		// get no more than their own samples allow, and unassigned the
 		// rest
-		smX := boundShares(accs, smShare, d.Activity.SMActive, func(a *tenantAcc) (float64, bool) { return a.busy, a.busyN > 0 })
-		memX := boundShares(accs, memShare, d.Activity.DRAMActive, func(a *tenantAcc) (float64, bool) { return a.memBusy, a.memBusyN > 0 })
+		smX := boundShares(accs, smShare, d.Activity.SMActive, busyOf)
+		memX := boundShares(accs, memShare, d.Activity.DRAMActive, memBusyOf)
 		if smX > 0 || memX > 0 {
 			i := slices.IndexFunc(accs, func(a *tenantAcc) bool { return a.tenant == Unassigned })
 			if i < 0 {
@@ -540,11 +537,24 @@ func (b *Builder) sharedShares(compiled *compiledConfig, sd *sharedDevice) []Usa
 			if sd.tenancy.shared == nil {
 				sd.tenancy.shared = map[string]sharedHeld{}
 			}
-			sd.tenancy.shared[a.tenant] = sharedHeld{procs: a.listed, reserve: a.reserve, reserveN: a.reserveN, sm: smShare[i], dram: memShare[i]}
+			h := sharedHeld{sm: smShare[i], dram: memShare[i]}
+			if a.carried != nil {
+				// the parts it had when it was read: weighed against
+				// those read sample after sample, they do not wane
+				h = *a.carried
+			}
+			sd.tenancy.shared[a.tenant] = h
 		}
 	}
 	return out
 }
+
+// smOf and memOf are a tenant's footprint-weighted kernel-busy and
+// memory-busy samples; busyOf and memBusyOf its plain ones.
+func smOf(a *tenantAcc) (float64, bool)      { return a.smW, a.busyN > 0 }
+func memOf(a *tenantAcc) (float64, bool)     { return a.memW, a.memBusyN > 0 }
+func busyOf(a *tenantAcc) (float64, bool)    { return a.busy, a.busyN > 0 }
+func memBusyOf(a *tenantAcc) (float64, bool) { return a.memBusy, a.memBusyN > 0 }
 
 // deviceActive says whether d did anything in the sample: SM or DRAM
 // activity, or context switches.

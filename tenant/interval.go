@@ -28,14 +28,22 @@ type migHeld struct {
 	procs    int
 }
 
-// sharedHeld is a tenant's hold on a shared device at one sample through
-// processes of its process list: their number, what its MPS clients
-// reserve, and its parts of the device's SM and DRAM activity.
+// sharedHeld is a tenant's parts of a shared device's SM and DRAM
+// activity at one sample, where it held the device through processes of
+// its process lists.
 type sharedHeld struct {
-	procs    int
-	reserve  float64
-	reserveN int
 	sm, dram float64
+}
+
+// heldProc is a process of a shared device's process lists (not inside a
+// VM) at one sample: its tenant, whether it came from the MPS clients'
+// list (else the compute list), and what it reserves as an MPS client
+// (reserved false: nothing).
+type heldProc struct {
+	tenant   string
+	mps      bool
+	reserved bool
+	reserve  float64
 }
 
 // devTenancy is one sample's tenancy of a device.
@@ -46,9 +54,19 @@ type devTenancy struct {
 	// shared are the tenants holding a shared device through processes
 	// of its process list (or carried forward while it is refused)
 	shared map[string]sharedHeld
+	// procs are a shared device's processes of its lists by PID, read or
+	// carried forward (carryShared)
+	procs map[uint32]heldProc
+	// computeSince and mpsSince are, while a shared device's compute
+	// list (MPS clients' list) is refused, the time of the first sample
+	// that refused it; zero while it is read
+	computeSince, mpsSince time.Time
 	// mig are the tenants holding each MIG instance (by instance UUID):
 	// those with processes in it and a selector's tenant of an idle one
 	mig map[string]map[string]migHeld
+	// migSince is, by instance UUID, the time of the first sample that
+	// refused the process list of a MIG instance that refuses it
+	migSince map[string]time.Time
 }
 
 // intervalState is the previous sample's tenancy and the current one's.
@@ -93,7 +111,10 @@ func (s *intervalState) device(d *gpu.Device) (prev, cur *devTenancy) {
 	cur = &p[s.gen]
 	clear(cur.ctxs)
 	clear(cur.shared)
+	clear(cur.procs)
+	cur.computeSince, cur.mpsSince = time.Time{}, time.Time{}
 	clear(cur.mig)
+	clear(cur.migSince)
 	s.cur[k] = cur
 	return s.prev[k], cur
 }
@@ -110,44 +131,6 @@ func (prev *devTenancy) departed(cur map[uint64]bool) bool {
 		}
 	}
 	return false
-}
-
-// carriedShares are the tenants' shares of a shared device's figure
-// while its process list is refused (by index in accs, adding up to 1):
-// a tenant carried forward keeps its part of the sample before (part),
-// and the tenants whose processes (or VMs) were read split what those
-// leave by share, their shares by the usual rule; where the carried
-// parts leave nothing, or no other tenant has a share, the carried
-// parts are scaled to the whole (split equally where they are all 0).
-func carriedShares(accs []*tenantAcc, share []float64, part func(*sharedHeld) float64) []float64 {
-	var kept, rest float64
-	n := 0 // the tenants carried forward
-	for i, a := range accs {
-		if a.carried != nil {
-			kept += part(a.carried)
-			n++
-		} else {
-			rest += share[i]
-		}
-	}
-	out := make([]float64, len(accs))
-	for i, a := range accs {
-		switch {
-		case a.carried == nil:
-			if kept < 1 && rest > 0 {
-				out[i] = share[i] / rest * (1 - kept)
-			}
-		case kept >= 1 || rest <= 0:
-			if kept > 0 {
-				out[i] = part(a.carried) / kept
-			} else {
-				out[i] = 1 / float64(n)
-			}
-		default:
-			out[i] = part(a.carried)
-		}
-	}
-	return out
 }
 
 // instance returns the tenants of MIG instance uuid in prev; known is

@@ -228,17 +228,27 @@ type csKey = meterKey
 
 // reconfigured starts conflict logging over and drops the context-switch
 // counters of tenants that compiled no longer has, so that reloads that rename
-// tenants do not accumulate them (with a pod tenancy, a tenant the file no
-// longer has may still be a namespace's: its counters are kept).
+// tenants do not accumulate them, and their holds of the devices, so that
+// none is carried forward while a process list is refused (with a pod
+// tenancy, a tenant the file no longer has may still be a namespace's: its
+// counters and holds are kept).
 func (a *attrState) reconfigured(compiled *compiledConfig) {
 	a.seen = map[string]bool{}
 	a.shareLogged = map[string]bool{}
 	a.memo = map[memoKey]string{}
+	if compiled.pods.On() {
+		return
+	}
+	removed := func(tenant string) bool {
+		_, ok := compiled.class[tenant]
+		return !ok && tenant != Unassigned
+	}
 	for k := range a.csAcc {
-		if _, ok := compiled.class[k.tenant]; !ok && k.tenant != Unassigned && !compiled.pods.On() {
+		if removed(k.tenant) {
 			delete(a.csAcc, k)
 		}
 	}
+	a.interval.forget(removed)
 }
 
 func (a *attrState) status() AttributionStatus {
