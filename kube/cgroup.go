@@ -121,6 +121,23 @@ func ParseCgroupPath(path string) CgroupInfo {
 	return info
 }
 
+// NamesNoPod says whether a cgroup path places its process somewhere that
+// is no pod's: in a user's slice (a login session's scope, a user
+// manager's user@UID.service) or in a service, above any kubepods segment
+// (ParseCgroupPath takes no pod from below them). "" (unread), the root,
+// and a path it does not recognise are not known to be no pod's.
+func NamesNoPod(path string) bool {
+	for s := range strings.SplitSeq(path, "/") {
+		switch {
+		case kubepodsSegment(s):
+			return false
+		case s == "user.slice" || isServiceName(s):
+			return true
+		}
+	}
+	return false
+}
+
 // kubepodsSegment says whether a cgroup path's segment is the kubelet's
 // kubepods cgroup or one below it: "kubepods..." (cgroupfs, and the
 // systemd driver's slices), or, under the systemd driver with the
@@ -196,6 +213,40 @@ func SystemdService(path string) string {
 		return parent
 	}
 	return ""
+}
+
+// SystemdUnit is the system manager's service a process runs in, from the
+// contents of its /proc/PID/cgroup: SystemdService of its path in
+// systemd's own hierarchy, the unified (v2) line's, else name=systemd's
+// (cgroup v1), where the manager puts its units and deploy/hooks/
+// systemd-move.sh finds them. The path ParseProcCgroup ranks first is not
+// it on cgroup v1: a v1 controller's hierarchy need not hold the process
+// in its unit (at the root, with the unit's accounting off; in a job's
+// cgroup that Slurm made, the unit slurmd's). "" where there is none, where
+// any line is a container's, a pod's, a scope's or a user manager's (as
+// SystemdService tells of one path: restarting the service would not be
+// restarting the process's own), or where cgroupfile.Lines refuses the
+// file.
+func SystemdUnit(data []byte) string {
+	lines, err := cgroupfile.Lines(data)
+	if err != nil {
+		return ""
+	}
+	path, found := "", false
+	for _, e := range lines {
+		if containerMarked(e.Path) || strings.Contains(e.Path, "/user@") {
+			return ""
+		}
+		if e.Unified() {
+			path, found = e.Path, true
+		} else if e.Controllers == "name=systemd" && !found {
+			path = e.Path
+		}
+	}
+	if path == "" {
+		return ""
+	}
+	return SystemdService(path)
 }
 
 // inSlice says whether the segments above a unit are slices alone, from

@@ -186,8 +186,12 @@ func TestProcReader(t *testing.T) {
 	root := t.TempDir()
 	WriteProc(t, root, 42, "0::/kubepods/pod"+puid+"/"+cid+"\n", "vllm\n", "Name:\tvllm\nUid:\t1000\t1000\t1000\t1000\n")
 	p := NewProcReader(root)
-	if cg, err := p.Cgroup(42); err != nil || ParseCgroupPath(cg).PodUID != puid {
-		t.Errorf("cgroup = %q, %v", cg, err)
+	if cg, unit, err := p.Cgroup(42); err != nil || ParseCgroupPath(cg).PodUID != puid || unit != "" {
+		t.Errorf("cgroup = %q, unit %q, %v", cg, unit, err)
+	}
+	WriteProc(t, root, 44, "10:memory:/\n1:name=systemd:/system.slice/llm.service\n", "", "")
+	if cg, unit, err := p.Cgroup(44); err != nil || cg != "/" || unit != "llm.service" {
+		t.Errorf("cgroup = %q, unit %q, %v; want /, llm.service", cg, unit, err)
 	}
 	if c := p.Comm(42); c != "vllm" {
 		t.Errorf("comm = %q", c)
@@ -195,7 +199,7 @@ func TestProcReader(t *testing.T) {
 	if u := p.UID(42); u != 1000 {
 		t.Errorf("uid = %d", u)
 	}
-	if _, err := p.Cgroup(43); err == nil {
+	if _, _, err := p.Cgroup(43); err == nil {
 		t.Error("missing pid: no error")
 	}
 	if u := p.UID(43); u != -1 {
@@ -238,6 +242,40 @@ func TestSystemdService(t *testing.T) {
 	} {
 		if got := SystemdService(tc.path); got != tc.want {
 			t.Errorf("SystemdService(%q) = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}
+
+// SystemdUnit takes the service from systemd's own hierarchy, the unified
+// line's, else name=systemd's, as systemd-move.sh does: on cgroup v1 the
+// memory and cpu hierarchies that ParseProcCgroup ranks first hold a
+// process at the root where its unit's accounting is off, and a Slurm
+// job's in the job's cgroup (its name=systemd one slurmd's). Before, the
+// unit was taken from the ranked path: none for the first (a move by PID
+// alone, the hook restarting the unit the planner never saw), none for
+// the second where the hook restarts slurmd.service.
+func TestSystemdUnit(t *testing.T) {
+	for _, tc := range []struct{ name, file, want string }{
+		{"v2", "0::/system.slice/llm.service\n", "llm.service"},
+		{"v2, a plain subgroup", "0::/system.slice/llm.service/worker\n", "llm.service"},
+		{"hybrid", "4:memory:/\n1:name=systemd:/system.slice/llm.service\n0::/system.slice/llm.service\n", "llm.service"},
+		{"hybrid, unified and name=systemd differ", "1:name=systemd:/system.slice/b.service\n0::/system.slice/a.service\n", "a.service"},
+		{"a line after the unified one (refused)", "0::/system.slice/a.service\n1:name=systemd:/system.slice/b.service\n", ""},
+		{"v1, no memory accounting", "11:hugetlb:/\n10:memory:/\n9:devices:/system.slice/llm.service\n6:pids:/system.slice/llm.service\n2:cpu,cpuacct:/\n1:name=systemd:/system.slice/llm.service\n", "llm.service"},
+		{"v1, a Slurm job", "10:memory:/slurm/uid_1000/job_42/step_0/task_0\n7:freezer:/slurm/uid_1000/job_42/step_0\n1:name=systemd:/system.slice/slurmd.service\n", "slurmd.service"},
+		{"v1, memory names a service, systemd's none", "10:memory:/system.slice/llm.service\n1:name=systemd:/\n", ""},
+		{"v1, no systemd hierarchy", "10:memory:/system.slice/llm.service\n", ""},
+		// a process any line places in a pod, a container, a scope or a
+		// user manager: its unit, if any, is not its own
+		{"hybrid, the pod in v1", v1Lines("/kubepods/burstable/pod"+puid+"/"+cid, "/system.slice/containerd.service") + "0::/system.slice/containerd.service\n", ""},
+		{"v1, a session scope", "10:memory:/system.slice/llm.service\n1:name=systemd:/user.slice/user-1000.slice/session-3.scope\n", ""},
+		{"v2, a user manager's", "0::/user.slice/user-1000.slice/user@1000.service/app.slice/llm.service\n", ""},
+		{"v2, a delegated subtree's", "0::/system.slice/tenant.service/x.slice/sshd.service\n", ""},
+		{"forged", "0::/system.slice/t.service/x\n5::/system.slice/sshd.service\n", ""},
+		{"empty", "", ""},
+	} {
+		if got := SystemdUnit([]byte(tc.file)); got != tc.want {
+			t.Errorf("%s: SystemdUnit = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

@@ -378,8 +378,17 @@ func (m *Mapping) podsOn(ids ...string) []PodRef {
 //     good read (the same inputs either way), and none is chosen;
 //  3. otherwise a pod known only by its UID.
 //
+// Rule 2 is not applied to a process whose cgroup was read and names a
+// place that is no pod's (NamesNoPod: a login session, a service, a user's
+// slice): the NVIDIA device files are open to every user by default, and
+// a host user's process on a pod's GPU is not the pod's. An unread path
+// (cg.Path "") or one it does not recognise keeps the rule.
+//
 // Where it names no container, Holders lists those it may be in.
 func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
+	if cg.PodUID == "" && NamesNoPod(cg.Path) {
+		return nil
+	}
 	cands := m.podsOn(deviceIDs...)
 	if cg.PodUID != "" && m != nil && len(m.metaByName) > 0 {
 		others := slices.DeleteFunc(slices.Clone(cands), func(c PodRef) bool {
@@ -451,11 +460,12 @@ func onePod(refs []PodRef) bool {
 // too, which of them the process is in is not known. Each is given as
 // ResolvePod would give it, with its pod's labels and UID (cg's pod UID
 // where the metadata does not know it, or knows another and is stale).
-// None where ref names its container, and none where more than max are
-// left: a caller trying each would take too long, and no GPU is shared
-// that many ways.
+// None where ref names its container, none where cg names no pod but a
+// place that is no pod's (NamesNoPod, as in ResolvePod), and none where
+// more than max are left: a caller trying each would take too long, and
+// no GPU is shared that many ways.
 func (m *Mapping) Holders(cg CgroupInfo, ref *PodRef, max int, ids ...string) []PodRef {
-	if m == nil || ref != nil && ref.Container != "" {
+	if m == nil || ref != nil && ref.Container != "" || cg.PodUID == "" && NamesNoPod(cg.Path) {
 		return nil
 	}
 	var out []PodRef

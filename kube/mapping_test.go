@@ -229,3 +229,52 @@ func TestResolvePodKubepodsInUserSubtree(t *testing.T) {
 		t.Errorf("the pod's own process resolved to %+v", ref)
 	}
 }
+
+// The device rule (the one pod that holds the device) gives no pod to a
+// process whose cgroup names a place that is no pod's: a host user's
+// login session or user manager, a system service. The NVIDIA device
+// files are open to every user by default: a host user picks any GPU
+// with CUDA_VISIBLE_DEVICES, and was given the pod that holds it, its
+// namespace and labels (its tenant under namespace pod tenancy), nor is
+// it in any of the device's holders. A path not read, or one the rule
+// does not recognise, still gets the device's pod.
+func TestResolvePodDeviceRuleSparesHostPlaces(t *testing.T) {
+	const uid = "0c8d2f6e-71b5-4a9d-8e3f-2a6b9c4d1e57"
+	meta := `{"items":[{"metadata":{"name":"victim","namespace":"llm","uid":"` + uid + `","labels":{"team":"search"}},"status":{"containerStatuses":[{"name":"app","containerID":"containerd://aaaa01"}]}}]}`
+	resp := &podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{{Namespace: "llm", Name: "victim",
+		Containers: []*podresourcesv1.ContainerResources{{Name: "app", Devices: []*podresourcesv1.ContainerDevices{{ResourceName: "nvidia.com/gpu", DeviceIds: []string{"GPU-a"}}}}}}}}
+	m, err := kube.NewMappingWithMetadata(resp, "pods.json", []byte(meta))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		pod  string // "" for none
+	}{
+		{"/user.slice/user-1000.slice/session-3.scope", ""},
+		{"/user.slice/user-1000.slice/user@1000.service/app.slice/kubepods/pod" + uid, ""},
+		{"/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1.scope", ""},
+		{"/system.slice/tenant.service", ""},
+		{"/system.slice/tenant.service/worker", ""},
+		// not read, the root, a place not recognised: the device's pod
+		{"", "victim"},
+		{"/", "victim"},
+		{"/batch/job-7", "victim"},
+		// the pod's own process
+		{"/kubepods/burstable/pod" + uid + "/aaaa01", "victim"},
+		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/cri-containerd-" + strings.Repeat("a", 64) + ".scope", "victim"},
+	} {
+		cg := kube.ParseCgroupPath(tc.path)
+		ref := m.ResolvePod(cg, "GPU-a")
+		got := ""
+		if ref != nil {
+			got = ref.Name
+		}
+		if got != tc.pod {
+			t.Errorf("%q on GPU-a resolved to pod %q (%+v), want %q", tc.path, got, ref, tc.pod)
+		}
+		if hs := m.Holders(cg, ref, 8, "GPU-a"); tc.pod == "" && len(hs) > 0 {
+			t.Errorf("%q on GPU-a may be in holders %+v", tc.path, hs)
+		}
+	}
+}

@@ -33,14 +33,18 @@ func (p ProcReader) read(pid uint32, name string) ([]byte, error) {
 	return fileread.Regular(filepath.Join(p.root, strconv.FormatUint(uint64(pid), 10), name), MaxProcBytes)
 }
 
-// Cgroup returns the path of /proc/PID/cgroup that best identifies the
-// process (see ParseProcCgroup).
-func (p ProcReader) Cgroup(pid uint32) (string, error) {
+// Cgroup returns, from one read of /proc/PID/cgroup, the path that best
+// identifies the process (see ParseProcCgroup) and the system manager's
+// service it runs in, "" for none (see SystemdUnit).
+func (p ProcReader) Cgroup(pid uint32) (path, unit string, err error) {
 	data, err := p.read(pid, "cgroup")
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return ParseProcCgroup(data)
+	if path, err = ParseProcCgroup(data); err != nil {
+		return "", "", err
+	}
+	return path, SystemdUnit(data), nil
 }
 
 // CgroupFile returns /proc/PID/cgroup as it reads, every hierarchy's

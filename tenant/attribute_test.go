@@ -577,6 +577,43 @@ func TestUsageWorkloads(t *testing.T) {
 	}
 }
 
+// TestUsageWorkloadsWithoutCgroupSelector: tenants told apart by uid
+// alone (no selector needs the cgroup) with processes in one systemd
+// service: each usage names the service, so the rebalance planner sees
+// that they share it. Before, the cgroup was read only for a cgroup or
+// kubernetes selector: no workload was given, the move went out by PID
+// alone, and systemd-move.sh restarted the service, the other tenant's
+// process with it.
+func TestUsageWorkloadsWithoutCgroupSelector(t *testing.T) {
+	proc := fakeProc{
+		60: {cgroup: "/system.slice/llm.service", comm: "python", uid: 1000},
+		61: {cgroup: "/system.slice/llm.service", comm: "python", uid: 2000},
+	}
+	const yaml = `tenants:
+  - name: train
+    class: batch
+    selectors: [{uid: 1000}]
+  - name: chat
+    class: latency
+    selectors: [{uid: 2000}]
+`
+	b := mustBuilder(t, yaml, BuilderOptions{Proc: proc})
+	r := &gpu.Readings{Devices: []gpu.Device{
+		{Index: 0, UUID: "GPU-0", Up: true, Processes: []gpu.Process{testutil.MIGProc(60, "", -1), testutil.MIGProc(61, "", -1), testutil.MIGProc(62, "", -1)}},
+	}}
+	s := b.Build(r, gpu.SamplerStats{})
+	for _, tc := range []struct{ tenant, want string }{{"train", "[{60 <nil> llm.service}]"}, {"chat", "[{61 <nil> llm.service}]"}} {
+		if got := fmt.Sprint(usageOf(t, s, tc.tenant, "").Workloads); got != tc.want {
+			t.Errorf("%s workloads %s, want %s", tc.tenant, got, tc.want)
+		}
+	}
+	// a process whose cgroup cannot be read is no error where no
+	// selector needs the cgroup
+	if n := s.Attribution.CgroupErrorsTotal; n != 0 {
+		t.Errorf("cgroup errors %d, want 0", n)
+	}
+}
+
 // TestDuplicateUUIDsFitOnce: two shared devices that report the same UUID
 // share one footprint fit; it is fitted by one worker, in device order,
 // so the usage is the same however many run at once (and, under -race,

@@ -30,12 +30,13 @@ type fakeProc map[uint32]struct {
 	uid          int
 }
 
-func (f fakeProc) Cgroup(pid uint32) (string, error) {
+// Cgroup is the process's cgroup path, its file a v2 host's.
+func (f fakeProc) Cgroup(pid uint32) (string, string, error) {
 	p, ok := f[pid]
 	if !ok {
-		return "", errors.New("no such process")
+		return "", "", errors.New("no such process")
 	}
-	return p.cgroup, nil
+	return p.cgroup, kube.SystemdUnit([]byte("0::" + p.cgroup + "\n")), nil
 }
 
 func (f fakeProc) Comm(pid uint32) string { return f[pid].comm }

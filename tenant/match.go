@@ -25,6 +25,9 @@ type subject struct {
 	exe     string
 	uid     int // -1 unknown
 	cgroup  string
+	// unit is the system manager's service the process runs in, "" for
+	// none or unknown: read whatever the selectors, for the workload
+	unit string
 
 	gpu     int
 	migUUID string
@@ -60,14 +63,11 @@ func placeInPod(sub *subject, podMap *kube.Mapping, cg kube.CgroupInfo, ids []st
 }
 
 // workload is what runs the subject's process, if anything is known: the
-// pod the attribution resolved, the systemd service of its cgroup path.
+// pod the attribution resolved, the systemd service it runs in.
 func (sub *subject) workload() (Workload, bool) {
-	w := Workload{PID: sub.pid}
+	w := Workload{PID: sub.pid, Unit: sub.unit}
 	if sub.pod != nil && sub.pod.Name != "" && sub.pod.Namespace != "" {
 		w.Pod = &gpu.Pod{Namespace: sub.pod.Namespace, Name: sub.pod.Name, UID: sub.podUID}
-	}
-	if sub.cgroup != "" {
-		w.Unit = kube.SystemdService(sub.cgroup)
 	}
 	return w, w.Pod != nil || w.Unit != ""
 }
@@ -385,14 +385,18 @@ func (b *Builder) processSubject(compiled *compiledConfig, podMap *kube.Mapping,
 	if sub.uid < 0 && compiled.needUID {
 		sub.uid = b.proc.UID(p.PID)
 	}
-	if sub.cgroup == "" && compiled.needCgroup {
-		cg, err := b.proc.Cgroup(p.PID)
-		if err != nil {
+	// the cgroup is read whatever the selectors: the service it names is
+	// the workload's, which the rebalance planner must see to keep from
+	// restarting a service that runs another tenant's process too
+	if sub.cgroup != "" {
+		sub.unit = kube.SystemdService(sub.cgroup) // the readings' path
+	} else if cg, unit, err := b.proc.Cgroup(p.PID); err != nil {
+		if compiled.needCgroup {
 			b.attr.cgroupErrs++
 			b.attr.logCgroupErr(b.logger, p.PID, err)
-		} else {
-			sub.cgroup = cg
 		}
+	} else {
+		sub.cgroup, sub.unit = cg, unit
 	}
 	ids := gpuDeviceIDs(d)
 	if inst != nil {

@@ -147,7 +147,9 @@ func podProc(pid uint32, name string, sm float64) gpu.Process {
 
 // TestPodTenancy: pods that no tenant of the file matches go to the tenant
 // the pod tenancy names; a pod a selector matches to the file's tenant;
-// the figures of each GPU still add up to the device's.
+// a process whose cgroup names a service or a login session is no pod's,
+// on a pod's GPU too; the figures of each GPU still add up to the
+// device's.
 func TestPodTenancy(t *testing.T) {
 	// GPU-0 exclusive to llm/chat; GPU-1 shared by batch/train and
 	// research/probe (time-slicing replicas).
@@ -158,8 +160,13 @@ func TestPodTenancy(t *testing.T) {
 	host := testutil.MIGProc(13, "python", -1) // no pod
 	host.Cgroup = "/system.slice/job.service"
 	host.SMUtil = gpu.Float(0.1)
+	// a host user's login session on llm/chat's GPU (the device files are
+	// open to every user): no pod's, though one pod alone holds the GPU
+	session := testutil.MIGProc(14, "python", -1)
+	session.Cgroup = "/user.slice/user-1000.slice/session-3.scope"
+	session.SMUtil = gpu.Float(0.1)
 	readings := func() *gpu.Readings {
-		d0 := testutil.Device(0, "GPU-0", chat)
+		d0 := testutil.Device(0, "GPU-0", chat, session)
 		d0.Activity.SMActive = gpu.Float(0.4)
 		d1 := testutil.Device(1, "GPU-1", train, probe, host)
 		d1.Mode = gpu.SharingTimeSlice
@@ -214,8 +221,10 @@ func TestPodTenancy(t *testing.T) {
 					t.Errorf("pid %d: tenant %q, want %q (usage %+v)", pid, got[pid], tc.want[i], s.Usage)
 				}
 			}
-			if got[13] != Unassigned {
-				t.Errorf("a process of no pod went to %q, want %s", got[13], Unassigned)
+			for _, pid := range []uint32{13, 14} {
+				if got[pid] != Unassigned {
+					t.Errorf("pid %d, of no pod, went to %q, want %s", pid, got[pid], Unassigned)
+				}
 			}
 			for _, d := range r.Devices {
 				if math.Abs(sums[d.UUID]-*d.Activity.SMActive) > 1e-9 {

@@ -119,7 +119,9 @@ type Info struct {
 
 // Workload is what runs one GPU process: a Kubernetes pod (when the
 // attribution resolved one) and a systemd service (from the process's
-// cgroup path, when it was read; see kube.SystemdService).
+// cgroup, read whatever the selectors: the readings' path
+// (kube.SystemdService), else /proc/PID/cgroup's systemd hierarchy
+// (kube.SystemdUnit)).
 type Workload struct {
 	PID  uint32
 	Pod  *gpu.Pod

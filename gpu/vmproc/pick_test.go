@@ -154,6 +154,26 @@ func TestFinderPicksTheVMsProcess(t *testing.T) {
 			150: {cmd: qemu(), cgroup: `0::/system.slice/docker-0123456789ab.scope/machine.slice/machine-qemu\x2d1\x2dvictim.scope`},
 			200: {cmd: qemu(), cgroup: libvirt},
 		}, want: 200, log: "PID 150"},
+		// nor a container's scope that systemd-nspawn registers (slices
+		// alone above it): its root runs the payload below it, or, on
+		// cgroup v1, in it; nor a subgroup of a VM's scope that libvirt
+		// does not make
+		{name: "a registered container's payload against libvirt's", procs: map[int]fakeProc{
+			150: {cmd: qemu(), cgroup: `0::/machine.slice/machine-tenantbox.scope/payload/system.slice/fake.service`},
+			200: {cmd: qemu(), cgroup: libvirt},
+		}, want: 200, log: "PID 150"},
+		{name: "a registered container's scope against libvirt's", procs: map[int]fakeProc{
+			150: {cmd: qemu(), cgroup: "4:memory:/machine.slice/machine-tenantbox.scope\n1:name=systemd:/machine.slice/machine-tenantbox.scope"},
+			200: {cmd: qemu(), cgroup: libvirt},
+		}, want: 200, log: "PID 150"},
+		{name: "a subgroup of a VM's scope not libvirt's", procs: map[int]fakeProc{
+			150: {cmd: qemu(), cgroup: `0::/machine.slice/machine-qemu\x2d1\x2dtrain.scope/payload/x`},
+			200: {cmd: qemu(), cgroup: libvirt},
+		}, want: 200, log: "PID 150"},
+		{name: "libvirt's vCPU thread group on a v1 host", procs: map[int]fakeProc{
+			200: {cmd: qemu(), cgroup: "4:memory:/machine.slice/machine-qemu\\x2d1\\x2dtrain.scope/vcpu0\n1:name=systemd:/machine.slice/machine-qemu\\x2d1\\x2dtrain.scope"},
+			300: {cmd: qemu(), cgroup: session},
+		}, want: 200, log: "PID 300"},
 		// Proxmox VE's VM: its QEMU (kvm -id VMID) in the scope of its
 		// VMID in the root's qemu.slice, cgroup v2 or v1
 		{name: "Proxmox's QEMU and a user's own", procs: map[int]fakeProc{

@@ -251,7 +251,7 @@ func TestScanReadsClaimantsFiles(t *testing.T) {
 		t.Fatalf("claimants of A: %+v", cs)
 	}
 	pr := kube.NewProcReader(root)
-	cg, err := pr.Cgroup(200)
+	cg, _, err := pr.Cgroup(200)
 	if err != nil {
 		t.Fatal(err)
 	}

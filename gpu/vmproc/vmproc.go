@@ -332,12 +332,45 @@ func (f *Finder) scan() map[string][]claimant {
 // user manager (user.slice, user@UID.service), any service with a subtree
 // delegated to it, or in a container's or another machine's scope, where
 // its owner may make machine.slice and any scope in it themselves.
+// Of systemd-machined's scopes only a QEMU machine's, as libvirt names it
+// ("machine-qemu\x2d1\x2dtrain.scope"), is a VM's, and the process must be
+// in it or in one of the subgroups libvirt makes there (qemuSubgroups): a
+// container that systemd-nspawn registers has a scope alike
+// ("machine-box.scope"), whose payload below it ("payload/...") its root
+// runs, a copied QEMU command line included.
 func systemMachineScope(path string) string {
 	scope := kube.MachineScope(path)
 	if scope == "" || !kube.SlicesAbove(scope) || slices.Contains(strings.Split(scope, "/"), "user.slice") {
 		return ""
 	}
+	if name := scope[strings.LastIndex(scope, "/")+1:]; strings.HasPrefix(name, "machine-") && !strings.HasPrefix(name, `machine-qemu\x2d`) {
+		return ""
+	}
+	if !qemuSubgroups(strings.TrimPrefix(path, scope)) {
+		return ""
+	}
 	return scope
+}
+
+// qemuSubgroups says whether below, the part of a cgroup path below a VM's
+// scope ("" or "/..."), is where libvirt puts QEMU's threads: the scope
+// itself, its "libvirt" subgroup (cgroup v2), and in either a thread
+// group, "emulator", "vcpuN" or "iothreadN".
+func qemuSubgroups(below string) bool {
+	below = strings.TrimPrefix(below, "/libvirt")
+	if below == "" {
+		return true
+	}
+	g, ok := strings.CutPrefix(below, "/")
+	if !ok || g == "emulator" {
+		return ok
+	}
+	for _, p := range []string{"vcpu", "iothread"} {
+		if n, ok := strings.CutPrefix(g, p); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // errNotQEMU is readArgs's error for a command line that is not a QEMU's
