@@ -178,18 +178,19 @@ func New(opts Options) *Controller {
 }
 
 // Detect returns a Controller when this host runs an MPS control daemon on
-// opts.PipeDirectory: the control binary exists, the pipe directory exists,
-// and the daemon answers get_default_active_thread_percentage. The error
-// says which of these failed and what to do. A restart hook that is not
-// found or not executable is logged as a warning.
+// opts.PipeDirectory: the control binary exists, the pipe directory exists
+// and is root's or the exporter's alone (checkPipeDirectory, also checked
+// before each command), and the daemon answers
+// get_default_active_thread_percentage. The error says which of these
+// failed and what to do. A restart hook that is not found or not
+// executable is logged as a warning.
 func Detect(ctx context.Context, opts Options) (*Controller, error) {
 	c := New(opts)
 	if _, err := exec.LookPath(c.opts.ControlBinary); err != nil {
 		return nil, fmt.Errorf("MPS control binary %q not found (install the CUDA MPS tools or set --mps.control-binary): %w", c.opts.ControlBinary, err)
 	}
-	st, err := os.Stat(c.opts.PipeDirectory)
-	if err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("MPS pipe directory %s missing, so no MPS control daemon uses it (start `nvidia-cuda-mps-control -d` with CUDA_MPS_PIPE_DIRECTORY=%[1]s; on Kubernetes mount the device plugin's /run/nvidia/mps/RESOURCE/pipe, e.g. /run/nvidia/mps/nvidia.com/gpu/pipe, and set --mps.pipe-directory to it)", c.opts.PipeDirectory)
+	if err := checkPipeDirectory(c.opts.PipeDirectory, os.Geteuid()); err != nil {
+		return nil, err
 	}
 	c.opMu.Lock()
 	defer c.opMu.Unlock()
@@ -656,6 +657,10 @@ func (c *Controller) serverPercentage(ctx context.Context, pid uint32) (float64,
 // a refusal, but harmless warnings (a preloaded library's) are printed
 // there too, so it fails nothing.
 func (c *Controller) send(ctx context.Context, cmd string) (string, error) {
+	// checked at each command: the directory may have been made again since
+	if err := checkPipeDirectory(c.opts.PipeDirectory, os.Geteuid()); err != nil {
+		return "", fmt.Errorf("MPS command %q: %w", cmd, err)
+	}
 	res, err := command.Run(ctx, command.Spec{
 		Path:        c.opts.ControlBinary,
 		Env:         []string{"CUDA_MPS_PIPE_DIRECTORY=" + c.opts.PipeDirectory},

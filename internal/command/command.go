@@ -144,8 +144,9 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	var killed atomic.Bool
 	cmd.Cancel = func() error {
 		killed.Store(true)
+		since := runStart(cmd.Process)
 		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		killMarked(mark)
+		killMarked(mark, since)
 		return err
 	}
 	cmd.WaitDelay = cmp.Or(s.outputGrace, OutputGrace)
