@@ -14,9 +14,10 @@ import (
 // pipe of its own put in place) would have the exporter command a tenant's
 // daemon. So the directory must be a directory itself (not a symbolic
 // link, which its owner may point anywhere), owned by root or by the
-// exporter's user, and writable by its owner alone. The daemon, started by
-// root or by the exporter's user, makes it so: its owner, writable by it
-// alone. Its parent directories are not checked.
+// exporter's user, and writable by its owner alone, or sticky (as /tmp
+// is: others may add their own files there but not rename or remove the
+// owner's pipes, so a layout that lets the clients' users write there is
+// taken). Its parent directories are not checked.
 func checkPipeDirectory(dir string, euid int) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
@@ -33,8 +34,8 @@ func checkPipeDirectory(dir string, euid int) error {
 	if !ok {
 		return fmt.Errorf("MPS pipe directory %s: its owner cannot be read", dir)
 	}
-	if uid := int(st.Uid); (uid != 0 && uid != euid) || fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("MPS pipe directory %s is owned by uid %d with mode %s: a control daemon there may be another user's (a tenant's), which the exporter would command; it must be owned by root or by the exporter's uid %d and writable by its owner alone (start the daemon as root with CUDA_MPS_PIPE_DIRECTORY on a path only root can write to, such as /run/nvidia/mps, and set --mps.pipe-directory to it; or `chown root %[1]s && chmod go-w %[1]s` where the daemon there is trusted)",
+	if uid := int(st.Uid); (uid != 0 && uid != euid) || fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+		return fmt.Errorf("MPS pipe directory %s is owned by uid %d with mode %s: a control daemon there may be another user's (a tenant's), which the exporter would command; it must be owned by root or by the exporter's uid %d and writable by its owner alone or sticky (start the daemon as root with CUDA_MPS_PIPE_DIRECTORY on a path only root can write to, such as /run/nvidia/mps, and set --mps.pipe-directory to it; or `chown root %[1]s && chmod go-w %[1]s` where the daemon there is trusted)",
 			dir, uid, fi.Mode(), euid)
 	}
 	return nil
