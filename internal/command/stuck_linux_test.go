@@ -50,7 +50,11 @@ func TestRunReturnsDespiteAStuckEnviron(t *testing.T) {
 		return readProcFile(pid, name, limit)
 	}
 	old := procs
-	procs = newProcReader(read, 50*time.Millisecond, maxStuck)
+	// (the deadline bounds every read, the /proc/PID/stat that picks the
+	// processes to read too: one long enough that no real read of those
+	// misses it under load, which would pass over the stuck process
+	// before its environ is read)
+	procs = newProcReader(read, time.Second, maxStuck)
 	finished := make(chan struct{}) // Run has returned
 	t.Cleanup(func() {
 		close(block) // a Run held by the read goes on
@@ -59,9 +63,11 @@ func TestRunReturnsDespiteAStuckEnviron(t *testing.T) {
 	})
 
 	// a marked descendant that left the process group, and an unmarked
-	// process started after the run whose environ read blocks
-	body := `setsid sleep 30 & echo $! > "$D/pids"
-env -u VGPU_COMMAND_RUN setsid sleep 30 & echo $! > "$D/stuck"
+	// process started after the run whose environ read blocks (each writes
+	// its own PID: setsid forks where its caller leads a process group, so
+	// $! may name a parent that is gone at once)
+	body := `setsid -f sh -c "echo \$\$ > '$D/pids.tmp' && mv '$D/pids.tmp' '$D/pids'; exec sleep 30"
+env -u VGPU_COMMAND_RUN setsid -f sh -c "echo \$\$ > '$D/stuck.tmp' && mv '$D/stuck.tmp' '$D/stuck'; exec sleep 30"
 sleep 30`
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -144,6 +150,11 @@ func TestStuckReadsBounded(t *testing.T) {
 	} {
 		if _, err := r.bounded(tc.pid, "environ", 10); !errors.Is(err, errStuck) {
 			t.Errorf("%s: error %v, want %v", tc.name, err, errStuck)
+		}
+		// (a read started runs in a goroutine of its own, which a loaded
+		// machine may start after the deadline: waited for, not timed)
+		for wait := time.Now().Add(10 * time.Second); count() < tc.calls && time.Now().Before(wait); {
+			time.Sleep(time.Millisecond)
 		}
 		if got := count(); got != tc.calls {
 			t.Errorf("%s: %d reads started, want %d", tc.name, got, tc.calls)
