@@ -41,7 +41,7 @@ func simHost(t *testing.T, scenario string) (*tenant.Snapshot, *tuner.Tuner) {
 	for i := range 8 {
 		r := h.Sample(ctx, 15*time.Second)
 		h.Builder.Refresh(ctx)
-		snap = h.Builder.Build(r, gpu.SamplerStats{SamplesTotal: uint64(i + 1), LastSuccess: h.Clock.Now()})
+		snap = h.Builder.Build(r, gpu.SamplerStats{SamplesTotal: uint64(i + 1), LastSuccess: h.Clock.Now(), Interval: 15 * time.Second})
 		if _, err := tu.RunOnce(ctx, snap); err != nil {
 			t.Fatal(err)
 		}

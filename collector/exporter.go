@@ -16,6 +16,7 @@ func init() {
 type exporterCollector struct {
 	descSet
 	sampleDuration, samples, sampleErrors, consecutiveErrors, lastSample, backend *prometheus.Desc
+	sampleInterval                                                                *prometheus.Desc
 	reloadOK, reloadTime, reloads, reloadFailures                                 *prometheus.Desc
 	kubeletUp, kubeletErrors, kubeletLastSuccess, podsMapped                      *prometheus.Desc
 	metadataUp, metadataErrors, metadataLastSuccess                               *prometheus.Desc
@@ -26,6 +27,7 @@ func newExporterCollector(log.Logger) (Collector, error) {
 	c := &exporterCollector{}
 	c.sampleDuration = c.add("sample_duration_seconds", "Wall time the last sample of the backend took.")
 	c.samples = c.add("samples_total", "Samples taken from the backend, failed ones included.")
+	c.sampleInterval = c.add("sample_interval_seconds", "The interval the backend is sampled at (--sample.interval): one sample is asked for each.")
 	c.sampleErrors = c.add("sample_errors_total", "Samples of the backend that failed.")
 	c.consecutiveErrors = c.add("sample_consecutive_errors", "Samples that failed in a row since the last success.")
 	c.lastSample = c.add("last_sample_timestamp_seconds", "When the last successful sample was taken (the sampler's clock).")
@@ -54,6 +56,9 @@ func (c *exporterCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.M
 	s := snap.Sampler
 	e.gauge(c.sampleDuration, s.LastDuration.Seconds())
 	e.counter(c.samples, float64(s.SamplesTotal))
+	if s.Interval > 0 {
+		e.gauge(c.sampleInterval, s.Interval.Seconds())
+	}
 	e.counter(c.sampleErrors, float64(s.ErrorsTotal))
 	e.gauge(c.consecutiveErrors, float64(s.ConsecutiveErr))
 	if !s.LastSuccess.IsZero() {

@@ -21,6 +21,7 @@ type SamplerStats struct {
 	LastSuccess    time.Time     // clock time of the last successful sample
 	LastError      string        // empty after a success
 	ConsecutiveErr int
+	Interval       time.Duration // the sampler's interval: one sample is asked for each
 }
 
 // Sampler polls a Source every Interval on an injected Clock and publishes
@@ -65,7 +66,7 @@ func NewSampler(src Source, clock Clock, interval time.Duration, logger log.Logg
 	if interval <= 0 {
 		interval = time.Second
 	}
-	return &Sampler{src: src, clock: clock, interval: interval, logger: logger, stuckAfter: StuckSampleAfter}
+	return &Sampler{src: src, clock: clock, interval: interval, logger: logger, stuckAfter: StuckSampleAfter, stats: SamplerStats{Interval: interval}}
 }
 
 // StuckSampleAfter is how long a sample runs before the sampler logs that

@@ -62,6 +62,29 @@ func TestSamplerCountsErrorsAndKeepsLastGood(t *testing.T) {
 	}
 }
 
+// TestSamplerStatsCarryItsInterval: the stats say the interval the sampler
+// was made with (served as vgpu_sample_interval_seconds, the samples a
+// second asked for), before any sample and after; a non-positive interval
+// is the default 1s the sampler runs at.
+func TestSamplerStatsCarryItsInterval(t *testing.T) {
+	for _, tc := range []struct{ interval, want time.Duration }{
+		{10 * time.Second, 10 * time.Second},
+		{250 * time.Millisecond, 250 * time.Millisecond},
+		{0, time.Second},
+	} {
+		s := NewSampler(&scriptedSource{}, NewManualClock(time.Unix(1000, 0)), tc.interval, nil)
+		if got := s.Stats().Interval; got != tc.want {
+			t.Errorf("NewSampler(%s): before a sample, Stats().Interval = %s, want %s", tc.interval, got, tc.want)
+		}
+		if err := s.SampleOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Stats().Interval; got != tc.want {
+			t.Errorf("NewSampler(%s): after a sample, Stats().Interval = %s, want %s", tc.interval, got, tc.want)
+		}
+	}
+}
+
 func TestSamplerRunFollowsInjectedClock(t *testing.T) {
 	src := &scriptedSource{}
 	clk := NewManualClock(time.Unix(0, 0))

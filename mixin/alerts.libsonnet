@@ -245,10 +245,12 @@
           alert(
             'VGPUExporterSamplingSlow',
             'warning',
-            std.format('rate(vgpu_samples_total{%s}[5m]) * %s < 0.9', [sel, c.sampleIntervalSeconds]),
+            // Against each exporter's own interval; one that does not
+            // serve it (an older version) is taken at sampleIntervalSeconds.
+            std.format('rate(vgpu_samples_total{%(sel)s}[5m]) * on (%(key)s) group_left () (vgpu_sample_interval_seconds{%(sel)s} or on (%(key)s) 0 * vgpu_samples_total{%(sel)s} + %(s)s) < 0.9', { sel: sel, key: hostKey, s: c.sampleIntervalSeconds }),
             c.alertFor.samplingSlow,
             'vgpu_exporter samples the GPUs less often than its interval.',
-            'vgpu_exporter' + onHost + ' took {{ $value | humanizePercentage }} of the samples its %ss interval asks for over the last 5 minutes.' % c.sampleIntervalSeconds,
+            'vgpu_exporter' + onHost + ' took {{ $value | humanizePercentage }} of the samples its --sample.interval asks for over the last 5 minutes.',
           ),
           alert(
             'VGPUExporterSampleStale',

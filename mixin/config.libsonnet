@@ -66,7 +66,8 @@
     // events before an exporter's restart within one step; a shorter one
     // reads more points (each rise still counts once).
     eventDeltaStep: '1m',
-    // --sample.interval of the exporters, in seconds.
+    // --sample.interval, in seconds, of the exporters that do not serve
+    // their own (vgpu_sample_interval_seconds): older versions.
     sampleIntervalSeconds: 1,
     // The served snapshot is stale when older than this, in seconds.
     sampleStaleSeconds: 60,

@@ -40,6 +40,7 @@ local g = import 'lib/dashboard.libsonnet';
     expr
   ),
   local hostKey = std.format('%s, job, %s', [cl, host]),
+  local gpuKey = hostKey + ', gpu, uuid',
   // The events the counter series s counts in each interval of the graph,
   // whole: its rise at each point of a grid of eventDeltaStep (the scrape
   // interval or less) over its last value one step earlier, a fall (the
@@ -82,6 +83,17 @@ local g = import 'lib/dashboard.libsonnet';
   // The series metric of each vGPU instance on the GPUs of the filter fg,
   // with the labels labels of its VM (vgpu_vgpu_instance_info).
   local perVM(metric, labels) = std.format('%(m)s{%(f)s} * on (%(key)s, vgpu_instance) group_left (%(l)s) vgpu_vgpu_instance_info{%(f)s}', { m: metric, l: labels, f: fg, key: hostKey + ', uuid' }),
+  // The tenant series metric on the GPUs of the filter fg (and the MIG
+  // instances of $gpu_instance) as a fraction of the whole GPU: on a MIG
+  // instance, a fraction of the instance, times the instance's part of the
+  // GPU (part), as the recording rules of rules.libsonnet weigh it.
+  local ofGPU(metric, part) = std.format('%(m)s{%(f)s, gpu_instance="", gpu_instance=~"$gpu_instance", tenant=~"$tenant"} or %(m)s{%(f)s, gpu_instance!="", gpu_instance=~"$gpu_instance", tenant=~"$tenant"} * on (%(key)s, gpu_instance) group_left () (%(p)s)', { m: metric, f: fg, key: gpuKey, p: part }),
+  // A MIG instance's part of its GPU's SMs (the SMs of the GPU's instances
+  // where the GPU's own count is not served).
+  local migSMs = std.format('vgpu_mig_streaming_multiprocessors{%(f)s} / on (%(key)s) group_left () (vgpu_gpu_streaming_multiprocessors{%(f)s} or on (%(key)s) sum by (%(key)s) (vgpu_mig_streaming_multiprocessors{%(f)s}))', { f: fg, key: gpuKey }),
+  // A MIG instance's part of its GPU's HBM bandwidth: its memory slices
+  // (of 8), from its memory over the GPU's rounded to eighths.
+  local migSlices = std.format('round(8 * vgpu_mig_memory_total_bytes{%(f)s} / on (%(key)s) group_left () (vgpu_gpu_memory_total_bytes{%(f)s} or on (%(key)s) sum by (%(key)s) (vgpu_mig_memory_total_bytes{%(f)s}))) / 8', { f: fg, key: gpuKey }),
   // A stat's thresholds: green below 1, color from 1.
   local fromOne(color) = [{ color: 'green', value: null }, { color: color, value: 1 }],
   local burnWindows = self.sloWindows,
@@ -133,11 +145,13 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('Latency source up', [g.target(std.format('vgpu_tenant_latency_source_up{%s}', ft), '{{tenant}} {{%s}}' % host)]) { w: 8 },
       g.row('Tuner'),
       g.timeseries('MPS active threads: target and effective', mpsTargetEffective(ft, '{{tenant}} ' + gpuLegend), 'percentunit', description="What the tuner decided for the tenant's MPS clients and what their contexts run with; they differ until the clients restart."),
-      local onTenantHosts = std.format(' and on (%s) vgpu_tenant_info{%s}', [hostKey, ft]);
+      // vgpu_tenant_info is served for every tenant of the tenants file,
+      // where it runs or not: the hosts are those where it had a process.
+      local onTenantHosts = std.format(' and on (%s) max_over_time(vgpu_tenant_processes{%s}[$__interval]) > 0', [hostKey, ft]);
       eventPanel("Tuner actions on the tenant's hosts", [
         eventTarget(std.format('vgpu_tuner_actions_total{%s, outcome!="guarded"}', fh), host + ', knob, outcome', '{{%s}} {{knob}} {{outcome}}' % host, onTenantHosts),
         eventTarget(std.format('vgpu_tuner_reverts_total{%s}', fh), host, '{{%s}} reverts' % host, onTenantHosts),
-      ], 'Actions planned by the tuner (guarded ones left out) and its reverts, on the hosts the tenant runs on: one bar per interval in which any happened, by knob and outcome; empty while the tuner holds.'),
+      ], 'Actions planned by the tuner (guarded ones left out) and its reverts, on the hosts where the tenant had a process in the interval: one bar per interval in which any happened, by knob and outcome; empty while the tuner holds.'),
     ]),
 
     'vgpu-gpu.json': g.dashboard(c, 'vgpu-gpu.json', 'vGPU / GPU and MIG', 'Per GPU and MIG instance: the split of SMs and HBM among tenants, context switches, vGPU instances and their scheduler, clocks, power, throttle reasons, XID errors, NVLink and PCIe health and memory repair.', [clusterVar, jobVar, hostVar, gpuVar, migVar, tenantVar(true)], [
@@ -145,8 +159,8 @@ local g = import 'lib/dashboard.libsonnet';
       g.timeseries('SM active', [g.target(std.format('vgpu_gpu_sm_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
       g.timeseries('HBM bandwidth used', [g.target(std.format('vgpu_gpu_dram_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
       g.timeseries('Tensor pipes active', [g.target(std.format('vgpu_gpu_tensor_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
-      g.timeseries('SM active per tenant', [g.target(std.format('sum by (%s, gpu, gpu_instance, tenant) (vgpu_tenant_sm_active_ratio{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', [host, fg]), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit', description='Per GPU (or MIG instance): stacked, the tenants of one GPU add up to its SM active.', stack=true),
-      g.timeseries('HBM bandwidth per tenant', [g.target(std.format('sum by (%s, gpu, gpu_instance, tenant) (vgpu_tenant_dram_active_ratio{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', [host, fg]), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit', description='Per GPU (or MIG instance): stacked, the tenants of one GPU add up to its HBM bandwidth used.', stack=true),
+      g.timeseries('SM active per tenant', [g.target(std.format('sum by (%s, gpu, gpu_instance, tenant) (%s)', [host, ofGPU('vgpu_tenant_sm_active_ratio', migSMs)]), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit', description="Per GPU (or MIG instance), as a fraction of the whole GPU: a tenant's share of a MIG instance weighed by the instance's part of the GPU's SMs, as cluster_tenant:vgpu_tenant_sm_active:sum does. Stacked, the tenants of one GPU add up to its SM active.", stack=true),
+      g.timeseries('HBM bandwidth per tenant', [g.target(std.format('sum by (%s, gpu, gpu_instance, tenant) (%s)', [host, ofGPU('vgpu_tenant_dram_active_ratio', migSlices)]), '{{tenant}} ' + gpuLegend + ' {{gpu_instance}}')], 'percentunit', description="Per GPU (or MIG instance), as a fraction of the whole GPU: a tenant's share of a MIG instance weighed by the instance's memory slices (of the GPU's 8), as cluster_tenant:vgpu_tenant_dram_active:sum does. Stacked, the tenants of one GPU add up to its HBM bandwidth used.", stack=true),
       g.timeseries('Device memory per tenant', [g.target(std.format('sum by (tenant) (vgpu_tenant_memory_used_bytes{%s, gpu_instance=~"$gpu_instance", tenant=~"$tenant"})', fg), '{{tenant}}')], 'bytes', stack=true) { w: 8 },
       g.timeseries('Context switches', [
         g.target(std.format('rate(vgpu_gpu_context_switches_total{%s}[$__rate_interval])', fg), gpuLegend),
@@ -255,7 +269,7 @@ local g = import 'lib/dashboard.libsonnet';
     ])),
     'vgpu-tuner.json': g.dashboard(c, 'vgpu-tuner.json', 'vGPU / Tuner', 'The autotune controller: its mode per host, the settings it decided against those in effect, its actions, reverts and the recommendations it did not apply.', [clusterVar, jobVar, hostVar, gpuVar, tenantVar(true)], [
       g.row('Mode'),
-      g.stat('Hosts in enforce', [g.target(std.format('count(vgpu_tuner_mode{%s, mode="enforce"} == 1) or vector(0)', fh))]) { w: 6, h: 4 },
+      g.stat('Hosts in enforce', [g.target(std.format('count(max by (%(key)s) (vgpu_tuner_mode{%(f)s, mode="enforce"} == 1) or max by (%(key)s) (vgpu_tuner_gpu_mode{%(f)s, mode="enforce"} == 1)) or vector(0)', { key: hostKey, f: fh }))], description='Hosts whose tuner enforces, host-wide or on any of their GPUs (--tuner.gpu-mode).') { w: 6, h: 4 },
       g.stat('Kill switch engaged', [g.target(std.format('sum(vgpu_tuner_kill_switch_engaged{%s}) or vector(0)', fh))], thresholds=fromOne('orange')) { w: 6, h: 4 },
       g.stat('Originals not restored', [g.target(std.format('sum(vgpu_tuner_originals_unrestored{%s})', fh))], description='Settings the tuner changed whose journaled originals are still open; restored at exit.') { w: 6, h: 4 },
       g.stat('Restore failures', [g.target(std.format('sum(vgpu_tuner_restore_failures_total{%s})', fh))], thresholds=fromOne('red')) { w: 6, h: 4 },
