@@ -48,11 +48,12 @@ type tenantAcc struct {
 	// inside a VM, which the vGPU figures give apart): those a refused
 	// list hides.
 	listed int
-	// carried is its hold of the sample before on a shared device, where
-	// processes of it are carried forward while their process list is
-	// refused (carryShared) and none of its processes (or VMs) was read:
-	// its parts are carried forward; nil otherwise.
+	// carried is, on a shared device where processes of it are carried
+	// forward while their process list is refused (carryShared), the part
+	// of its hold of the sample before that they carry; nil otherwise.
+	// unread: none of its processes (or VMs) is read now.
 	carried *sharedHeld
+	unread  bool
 }
 
 type devAcc struct {
@@ -373,8 +374,8 @@ type sharedDevice struct {
 	// carried: a process of the previous sample is carried forward (its
 	// process list refused, carryShared)
 	carried bool
-	// gone are the parts of the sample before of its tenants that left
-	// while another's processes are carried forward
+	// gone are the parts of the sample before of its processes that left
+	// while others are carried forward (carryShared)
 	gone sharedHeld
 	// tenancy is the device's tenancy in this sample, whose holders
 	// sharedShares records
@@ -475,21 +476,21 @@ func (b *Builder) sharedShares(compiled *compiledConfig, sd *sharedDevice) []Usa
 	}
 	accs := sortedAccs(perTenant)
 	smShare, memShare := shareBy(accs, smOf), shareBy(accs, memOf)
-	if slices.ContainsFunc(accs, func(a *tenantAcc) bool { return a.carried != nil }) {
-		// the tenants carried forward weigh their parts of the sample
+	if sd.carried {
+		// the parts carried forward weigh as they were in the sample
 		// before, none of their samples read to bound them by, against
-		// what the samples of those read allow; the parts of the tenants
-		// that left are unassigned's, as below
+		// what the samples of those read allow; the parts of the
+		// processes that left are unassigned's, as below, read or
+		// carried or neither
 		if sd.gone.sm > 0 || sd.gone.dram > 0 {
-			if u := perTenant.byTenant[accKey{"", Unassigned}]; u == nil {
-				u = perTenant.get(Unassigned, "")
-				u.carried = &sd.gone
+			if _, ok := perTenant.byTenant[accKey{"", Unassigned}]; !ok {
+				perTenant.get(Unassigned, "").unread = true
 				accs = sortedAccs(perTenant)
 				smShare, memShare = shareBy(accs, smOf), shareBy(accs, memOf)
 			}
 		}
-		smShare = carriedShares(accs, smShare, d.Activity.SMActive, busyOf, func(h *sharedHeld) float64 { return h.sm })
-		memShare = carriedShares(accs, memShare, d.Activity.DRAMActive, memBusyOf, func(h *sharedHeld) float64 { return h.dram })
+		smShare = carriedShares(accs, smShare, d.Activity.SMActive, busyOf, sd.carriedPart(func(h *sharedHeld) float64 { return h.sm }))
+		memShare = carriedShares(accs, memShare, d.Activity.DRAMActive, memBusyOf, sd.carriedPart(func(h *sharedHeld) float64 { return h.dram }))
 	} else if sd.departed {
 		// the part of the interval of the contexts that left (or came
 		// and went) has no figure to say whose it was: those still here
@@ -538,7 +539,7 @@ func (b *Builder) sharedShares(compiled *compiledConfig, sd *sharedDevice) []Usa
 				sd.tenancy.shared = map[string]sharedHeld{}
 			}
 			h := sharedHeld{sm: smShare[i], dram: memShare[i]}
-			if a.carried != nil {
+			if a.unread {
 				// the parts it had when it was read: weighed against
 				// those read sample after sample, they do not wane
 				h = *a.carried

@@ -30,11 +30,15 @@ func refusedSince(unread bool, prev, t time.Time) time.Time {
 // before whose list (an MPS client's: the MPS clients'; any other's: the
 // compute list) is refused and which are not read now, with their MPS
 // reservations, their memory not known; none is carried once its list has
-// been refused for longer than the departed retention (not 0). A tenant none of whose
-// processes (or VMs) is read now is carried with its parts of the sample
-// before (tenantAcc.carried); sd.gone are the parts of the tenants of the
-// sample before that neither read nor carried processes hold now: they
-// left.
+// been refused for longer than the departed retention (not 0). While any
+// is, the parts of the sample before of its tenants are split by their
+// processes of that sample: a tenant's part in the fraction of them that
+// is carried is carried with it (tenantAcc.carried; a tenant none of whose
+// processes or VMs is read now is unread), and the part in the fraction
+// that left (missing from a list that was read, or read now as another
+// tenant's) is sd.gone, with the parts of the tenants none of whose
+// processes is left. The part of the processes read now is not carried:
+// those read weigh what their own samples allow.
 func (b *Builder) carryShared(sd *sharedDevice, prevT *devTenancy) {
 	keep := b.departed.keep
 	d, curT, perTenant := sd.d, sd.tenancy, sd.perTenant
@@ -52,15 +56,31 @@ func (b *Builder) carryShared(sd *sharedDevice, prevT *devTenancy) {
 		return !since.IsZero() && (keep <= 0 || t.Sub(since) <= keep)
 	}
 	carryCompute, carryMPS := carry(curT.computeSince), carry(curT.mpsSince)
-	read := make(map[string]bool, len(perTenant.byTenant))
-	for k := range perTenant.byTenant {
-		read[k.tenant] = true
-	}
+	// each tenant's processes of the sample before: how many, how many of
+	// them are carried, and how many left
+	type held struct{ all, carried, gone int }
+	byTenant := make(map[string]*held, len(prevT.shared))
 	for pid, h := range prevT.procs {
-		if _, ok := curT.procs[pid]; ok || h.mps && !carryMPS || !h.mps && !carryCompute {
-			continue // read now, or known gone: its list was read
+		n := byTenant[h.tenant]
+		if n == nil {
+			n = &held{}
+			byTenant[h.tenant] = n
 		}
+		n.all++
+		if now, ok := curT.procs[pid]; ok {
+			if now.tenant != h.tenant {
+				n.gone++ // its PID read as another tenant's
+			}
+			continue // read now
+		}
+		if h.mps && !carryMPS || !h.mps && !carryCompute {
+			n.gone++ // known gone: its list was read
+			continue
+		}
+		n.carried++
+		_, read := perTenant.byTenant[accKey{"", h.tenant}]
 		a := perTenant.get(h.tenant, "")
+		a.unread = a.unread || !read
 		a.procs++
 		a.listed++
 		a.memUnknown++
@@ -70,19 +90,42 @@ func (b *Builder) carryShared(sd *sharedDevice, prevT *devTenancy) {
 		curT.procs[pid] = h
 		curT.ctxs[uint64(pid)] = true
 		sd.carried = true
-		if !read[h.tenant] && a.carried == nil {
-			part := prevT.shared[h.tenant]
-			a.carried = &part
-		}
 	}
 	if !sd.carried {
 		return
 	}
-	for tn, h := range prevT.shared {
-		if _, ok := perTenant.byTenant[accKey{"", tn}]; !ok {
-			sd.gone.sm += h.sm
-			sd.gone.dram += h.dram
+	for tn, n := range byTenant {
+		if n.carried == 0 {
+			continue
 		}
+		part := prevT.shared[tn]
+		f := float64(n.carried) / float64(n.all)
+		perTenant.get(tn, "").carried = &sharedHeld{sm: f * part.sm, dram: f * part.dram}
+	}
+	for tn, h := range prevT.shared {
+		f := 1.0 // none of its processes left
+		if n := byTenant[tn]; n != nil {
+			f = float64(n.gone) / float64(n.all)
+		}
+		sd.gone.sm += f * h.sm
+		sd.gone.dram += f * h.dram
+	}
+}
+
+// carriedPart is, by f (a figure of a hold), a tenant's part carried
+// forward on sd and whether it has one: its carried part, and
+// unassigned's besides the parts of the processes that left (sd.gone).
+func (sd *sharedDevice) carriedPart(f func(*sharedHeld) float64) func(*tenantAcc) (float64, bool) {
+	gone := sd.gone.sm > 0 || sd.gone.dram > 0
+	return func(a *tenantAcc) (float64, bool) {
+		var v float64
+		if a.carried != nil {
+			v = f(a.carried)
+		}
+		if a.tenant == Unassigned && gone {
+			return v + f(&sd.gone), true
+		}
+		return v, a.carried != nil
 	}
 }
 
@@ -105,52 +148,73 @@ func (b *Builder) carryMIG(prevT, curT *devTenancy, uuid string) bool {
 }
 
 // carriedShares are the tenants' shares of a shared device's figure dev
-// while a process list is refused (by index in accs, adding up to 1): a
-// tenant carried forward weighs its part of the sample before (part), a
-// tenant read weighs what its own samples allow, the fraction of the
-// interval it had a kernel running (memory traffic: own) over dev, at
-// most all of it, and a tenant read without a sample nothing where others
-// have one; the shares are the weights over their sum. Where no tenant
-// read has a sample (or dev is not known), those read split what the
-// carried parts leave by share, their shares by the usual rule. Where
-// nothing weighs, the carried tenants split the figure equally.
-func carriedShares(accs []*tenantAcc, share []float64, dev *float64, own func(*tenantAcc) (float64, bool), part func(*sharedHeld) float64) []float64 {
-	w := make([]float64, len(accs))
-	var kept, rest float64
+// while a process list is refused (by index in accs, adding up to 1). A
+// tenant's part carried forward (part, ok: it has one) weighs that part
+// of the sample before; a tenant read (not tenantAcc.unread, one with a
+// part carried too) weighs besides what its own samples allow, the
+// fraction of the interval it had a kernel running (memory traffic: own)
+// over dev, at most all of it, and nothing without a sample where others
+// have one. Where no tenant read has a sample (or dev is not known),
+// those read split what the carried parts leave by share, their shares by
+// the usual rule. Where the weights add up to 1 or more the shares are
+// the weights over their sum; where they add up to less, each tenant read
+// gets its weight and the carried parts split the rest in proportion
+// (equally where none weighs): no tenant read gets more than its own
+// samples allow.
+func carriedShares(accs []*tenantAcc, share []float64, dev *float64, own func(*tenantAcc) (float64, bool), part func(*tenantAcc) (float64, bool)) []float64 {
+	read, kept := make([]float64, len(accs)), make([]float64, len(accs))
+	carried := make([]bool, len(accs))
+	var sumKept, rest float64
 	n, sampled := 0, false
 	for i, a := range accs {
-		if a.carried != nil {
-			w[i] = part(a.carried)
-			kept += w[i]
+		if v, ok := part(a); ok {
+			kept[i], carried[i] = v, true
+			sumKept += v
 			n++
+		}
+		if a.unread {
 			continue
 		}
 		rest += share[i]
 		_, ok := own(a)
 		sampled = sampled || ok
 	}
+	var sumRead float64
 	for i, a := range accs {
 		switch {
-		case a.carried != nil:
+		case a.unread:
 		case sampled && dev != nil && *dev > 0:
 			v, _ := own(a) // 0 without a sample
-			w[i] = min(1, clamp01(v) / *dev)
-		case kept < 1 && rest > 0:
-			w[i] = share[i] / rest * (1 - kept)
+			read[i] = min(1, clamp01(v) / *dev)
+		case sumKept < 1 && rest > 0:
+			read[i] = share[i] / rest * (1 - sumKept)
 		}
+		sumRead += read[i]
 	}
-	if out, ok := normalized(w); ok || n == 0 {
-		if !ok {
-			return share
+	if n == 0 {
+		if out, ok := normalized(read); ok {
+			return out
+		}
+		return share
+	}
+	out := make([]float64, len(accs))
+	if total := sumRead + sumKept; total >= 1 {
+		for i := range out {
+			out[i] = (read[i] + kept[i]) / total
 		}
 		return out
 	}
-	for i, a := range accs {
-		if a.carried != nil {
-			w[i] = 1 / float64(n)
+	left := 1 - sumRead
+	for i := range out {
+		out[i] = read[i]
+		switch {
+		case sumKept > 0:
+			out[i] += kept[i] / sumKept * left
+		case carried[i]:
+			out[i] += left / float64(n)
 		}
 	}
-	return w
+	return out
 }
 
 // forget drops, from both tenancies of every device, the holders the

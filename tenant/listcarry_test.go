@@ -263,6 +263,193 @@ func TestCarryBoundedByDepartedRetention(t *testing.T) {
 	}
 }
 
+// TestReadTenantBoundedByOwnSamplesWhileListRefused: while a process
+// list is refused, a read tenant's weight (its kernel-busy time over the
+// GPU's SM) was scaled up with the carried parts until the shares added
+// up to 1: a tenant whose kernels ran 5% of the interval was billed 0.532
+// of a GPU at 0.9. A tenant with one process read and one carried counted
+// as read, its carried process's work no one's weight, and the others
+// were billed for it. Now no read tenant gets more than its own samples
+// allow; a partly read tenant carries the part of its carried processes,
+// and the carried parts get what the read tenants leave.
+func TestReadTenantBoundedByOwnSamplesWhileListRefused(t *testing.T) {
+	cases := []struct {
+		name        string
+		gpuSM       float64
+		before, now []gpu.Process
+	}{
+		{"a read tenant beside a carried one", 0.9,
+			[]gpu.Process{wholeProc(1, "vllm", 0.01, 20*gib), mpsClient(2, "train", 0.5, 0.5)},
+			[]gpu.Process{mpsClient(2, "train", 0.05, 0.5)}},
+		{"a tenant partly read, its compute process carried", 0.6,
+			[]gpu.Process{wholeProc(1, "vllm", 0.5, 20*gib), mpsClient(3, "vllm", 0.01, 0.5), mpsClient(2, "train", 0.1, 0.5)},
+			[]gpu.Process{mpsClient(3, "vllm", 0.01, 0.5), mpsClient(2, "train", 0.1, 0.5)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := mustBuilder(t, memTenants, BuilderOptions{})
+			b.Build(mpsDevice(100, tc.gpuSM, tc.before...), gpu.SamplerStats{})
+			r := mpsDevice(101, tc.gpuSM, tc.now...)
+			r.Devices[0].ProcessesUnread = true // compute list refused, MPS clients' read
+			s := b.Build(r, gpu.SamplerStats{})
+			got := usageIn(s, "")
+			batch, chat := got["batch"], got["chat"]
+			if sm, kb := *batch.SMActive, *batch.KernelBusy; sm > kb+1e-9 {
+				t.Errorf("batch SM %.3f of the GPU's %.1f, its kernels running %.2f of the interval: more than its own samples allow (chat SM %v, %d processes)",
+					sm, tc.gpuSM, kb, deref(chat.SMActive), chat.Processes)
+			}
+			if sum := sumSM(s); math.Abs(sum-tc.gpuSM) > 1e-9 {
+				t.Errorf("the tenants' SM shares add up to %v, not the GPU's %v", sum, tc.gpuSM)
+			}
+		})
+	}
+}
+
+// TestDepartedProcessPartUnassignedWhileTenantCarried: a process missing
+// from a list that was read has left. A tenant that had it and still has
+// a process carried kept the departed process's part for the whole carry,
+// unassigned nothing. Now the part of its processes that left is
+// unassigned's in the interval they left.
+func TestDepartedProcessPartUnassignedWhileTenantCarried(t *testing.T) {
+	b := mustBuilder(t, memTenants, BuilderOptions{})
+	b.Build(mpsDevice(100, 0.6, wholeProc(1, "vllm", 0.5, 20*gib), mpsClient(3, "vllm", 0.01, 0.5), mpsClient(2, "train", 0.1, 0.5)), gpu.SamplerStats{})
+	for sec := int64(101); sec <= 103; sec++ {
+		r := mpsDevice(sec, 0.6) // compute list read, pid 1 gone; MPS clients' list refused
+		r.Devices[0].MPSProcessesUnread = true
+		s := b.Build(r, gpu.SamplerStats{})
+		got := usageIn(s, "")
+		if u, ok := got[Unassigned]; sec == 101 && (!ok || deref(u.SMActive) == 0.0) {
+			t.Errorf("at %d: chat's compute process (busy 0.5) left a read list, yet unassigned has SM %v; chat SM %v with %d process",
+				sec, deref(u.SMActive), deref(got["chat"].SMActive), got["chat"].Processes)
+		}
+		if sum := sumSM(s); math.Abs(sum-0.6) > 1e-9 {
+			t.Errorf("at %d the tenants' SM shares add up to %v, not the GPU's 0.6", sec, sum)
+		}
+	}
+}
+
+// TestDepartedPartUnassignedsWithUnassignedPresent: the parts of the
+// tenants that left while another is carried are unassigned's - but where
+// unassigned was already on the GPU (an unmatched process read, or one
+// carried) they went to the carried tenants. Now they are added to
+// unassigned's weight, read or carried.
+func TestDepartedPartUnassignedsWithUnassignedPresent(t *testing.T) {
+	cases := []struct {
+		name        string
+		before, now []gpu.Process
+	}{
+		{"unassigned read", []gpu.Process{wholeProc(1, "vllm", 0.3, 20*gib), mpsClient(2, "train", 0.3, 0.5)},
+			[]gpu.Process{mpsClient(3, "foo", 0.01, 0.1)}},
+		{"unassigned carried", []gpu.Process{wholeProc(1, "vllm", 0.3, 20*gib), wholeProc(4, "foo", 0.1, 5*gib), mpsClient(2, "train", 0.3, 0.5)},
+			nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := mustBuilder(t, memTenants, BuilderOptions{})
+			s := b.Build(mpsDevice(100, 0.6, tc.before...), gpu.SamplerStats{})
+			batchBefore := *usageIn(s, "")["batch"].SMActive
+			r := mpsDevice(101, 0.6, tc.now...) // batch's client gone from the read MPS list
+			r.Devices[0].ProcessesUnread = true
+			s = b.Build(r, gpu.SamplerStats{})
+			got := usageIn(s, "")
+			if u := deref(got[Unassigned].SMActive); u == nil || u.(float64) < batchBefore-1e-9 {
+				t.Errorf("unassigned SM %v, chat %v: batch's departed part (SM %.4f) went to the carried chat", u, deref(got["chat"].SMActive), batchBefore)
+			}
+			if sum := sumSM(s); math.Abs(sum-0.6) > 1e-9 {
+				t.Errorf("the tenants' SM shares add up to %v, not the GPU's 0.6", sum)
+			}
+		})
+	}
+}
+
+// TestMPSListRefusedKeepsCounters: an MPS client's tenant carried while
+// the MPS clients' list was refused was forgotten as departed once the
+// retention passed (its context-switch count and energy reset), although
+// the GPU's lists were not all read; the compute list refused kept it.
+// Now an MPS GPU whose MPS clients' list is refused is not read for the
+// retention either.
+func TestMPSListRefusedKeepsCounters(t *testing.T) {
+	b := mustBuilder(t, memTenants, BuilderOptions{DepartedRetention: 10 * time.Second})
+	var lastCS, lastE float64
+	for sec := int64(100); sec <= 141; sec++ {
+		r := mpsDevice(sec, 0.6, mpsClient(2, "vllm", 0.4, 0.5))
+		if sec > 100 && sec < 140 { // the MPS clients' list refused for 39 s
+			r.Devices[0].Processes, r.Devices[0].MPSProcessesUnread = nil, true
+		}
+		s := b.Build(r, gpu.SamplerStats{})
+		u, ok := usageIn(s, "")["chat"]
+		if !ok {
+			continue
+		}
+		e := meterOf(s, "chat").EnergyJoules
+		if *u.ContextSwitchesTotal < lastCS || e < lastE {
+			t.Fatalf("at %d s chat's context switches %v -> %v, energy %v -> %v J: counters reset though its list was never read without it",
+				sec, lastCS, *u.ContextSwitchesTotal, lastE, e)
+		}
+		lastCS, lastE = *u.ContextSwitchesTotal, e
+	}
+}
+
+// TestCarryRetentionRestartsAfterReadSample: the retention of a refused
+// list counts from the first sample that refused it since it was last
+// read: one read sample restarts it (whole GPU and MIG instance).
+func TestCarryRetentionRestartsAfterReadSample(t *testing.T) {
+	for _, mig := range []bool{false, true} {
+		b := mustBuilder(t, memTenants, BuilderOptions{DepartedRetention: 10 * time.Second})
+		gi := map[bool]string{false: "", true: "1"}[mig]
+		mk := func(sec int64, refuse bool) *gpu.Readings {
+			if mig {
+				r := migDevice(sec, 0.6, 0, migProc(1, "vllm", 1, 20*gib))
+				if refuse {
+					r.Devices[0].Processes = nil
+					r.Devices[0].ProcessesUnread, r.Devices[0].MIG[0].ProcessesUnread = true, true
+				}
+				return r
+			}
+			r := wholeDevice(sec, 0.6, wholeProc(1, "vllm", 0.4, 20*gib))
+			if refuse {
+				refused(r)
+			}
+			return r
+		}
+		for sec := int64(100); sec <= 125; sec++ { // read at 100 s and 109 s only
+			s := b.Build(mk(sec, sec != 100 && sec != 109), gpu.SamplerStats{})
+			_, chat := usageIn(s, gi)["chat"]
+			if !chat && sec <= 120 || chat && sec >= 122 {
+				t.Errorf("mig=%v at %d s chat carried %v (the list refused since 110 s)", mig, sec, chat)
+			}
+		}
+	}
+}
+
+// TestFlakyComputeListConserves: with the compute list refused every
+// other sample, the tenants' SM shares and context switches (served and
+// kept) add up to the GPU's, and both tenants stay served.
+func TestFlakyComputeListConserves(t *testing.T) {
+	b := mustBuilder(t, memTenants, BuilderOptions{})
+	b.Build(mpsDevice(100, 0.6, wholeProc(1, "vllm", 0.3, 20*gib), mpsClient(2, "train", 0.3, 0.5)), gpu.SamplerStats{})
+	for sec := int64(101); sec <= 120; sec++ {
+		r := mpsDevice(sec, 0.6, wholeProc(1, "vllm", 0.3, 20*gib), mpsClient(2, "train", 0.3, 0.5))
+		if sec%2 == 1 {
+			r.Devices[0].Processes = r.Devices[0].Processes[1:]
+			r.Devices[0].ProcessesUnread = true
+		}
+		s := b.Build(r, gpu.SamplerStats{})
+		var cs float64
+		for _, u := range s.Usage {
+			if u.ContextSwitchesTotal != nil {
+				cs += *u.ContextSwitchesTotal
+			}
+		}
+		for _, k := range s.KeptContextSwitches {
+			cs += k.Total
+		}
+		if math.Abs(sumSM(s)-0.6) > 1e-9 || math.Abs(cs-float64(1000*(sec-100))) > 1e-6 || len(s.Usage) != 2 {
+			t.Errorf("at %d s: SM %v (GPU 0.6), context switches %v (GPU %d), %d usages (2 tenants)", sec, sumSM(s), cs, 1000*(sec-100), len(s.Usage))
+		}
+	}
+}
+
 func deref(p *float64) any {
 	if p == nil {
 		return nil

@@ -53,13 +53,15 @@ func (l *lastUsage) record(r *gpu.Readings, usage []Usage, follow func(tenant st
 	}
 	var down map[string]bool
 	for i := range r.Devices {
-		// a GPU whose process lists were not all read does not show
-		// that a tenant left it, as one not read at all
-		if !r.Devices[i].Up || r.Devices[i].ProcessesUnread {
+		// a GPU whose process lists were not all read (on an MPS GPU,
+		// the MPS clients' list too) does not show that a tenant left
+		// it, as one not read at all
+		d := &r.Devices[i]
+		if !d.Up || d.ProcessesUnread || d.Mode == gpu.SharingMPS && d.MPSProcessesUnread {
 			if down == nil {
 				down = map[string]bool{}
 			}
-			down[r.Devices[i].UUID] = true
+			down[d.UUID] = true
 		}
 	}
 	if lost > 0 && down != nil {
