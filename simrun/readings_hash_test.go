@@ -128,6 +128,7 @@ func hashesAt(t *testing.T, procs int) []string {
 func deterministic(snap *tenant.Snapshot) tenant.Snapshot {
 	s := *snap
 	s.Sampler.LastDuration = 0
+	s.Sampler.Interval = 0 // the interval configured, not a reading (and added since the pins)
 	s.Config.File = ""
 	s.Config.LastReloadSuccessTime = time.Time{}
 	return s
@@ -177,7 +178,7 @@ var addedSincePin = map[string]bool{"gpu.Device.UnlistedActivity": true, "gpu.MI
 	"gpu.Device.NoProcessSamples": true, "tenant.Meter.UsedUnknown": true, "tenant.Meter.EnergyUnknown": true, "tenant.Meter.ReservedUnknown": true,
 	"tenant.GPUMeter.UnattributedEnergyJoules": true, "gpu.MIGInstance.OtherComputeInstances": true, "gpu.Device.ProcessesUnread": true,
 	"gpu.Device.MPSProcessesUnread": true, "gpu.MIGInstance.ProcessesUnread": true, "tenant.Usage.MemoryUnknown": true,
-	"tenant.Meter.MemoryUnknown": true}
+	"tenant.Meter.MemoryUnknown": true, "gpu.SamplerStats.Interval": true}
 
 // pointerSincePin are the fields that were values when the pinned hashes
 // were written and are pointers now (nil where the value is unknown): one
