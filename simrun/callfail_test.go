@@ -14,7 +14,8 @@ import (
 
 // TestTunerSeesFailedCalls: a tuner whose MPS control daemon calls fail
 // (control.actuators.mps.failure_rate) sees each failure as on a host: an
-// error, the decision failed, nothing applied; with calls that never fail
+// error, the decision failed, nothing applied (a GPU's changes after its
+// failed one in the round refused untried); with calls that never fail
 // the same changes apply.
 func TestTunerSeesFailedCalls(t *testing.T) {
 	run := func(rate string) []tuner.Decision {
@@ -39,9 +40,13 @@ func TestTunerSeesFailedCalls(t *testing.T) {
 	if len(failed) == 0 {
 		t.Fatal("no MPS decisions with every MPS call failing")
 	}
+	if d := failed[0]; d.Outcome != tuner.OutcomeFailed {
+		t.Errorf("first decision with every MPS call failing: %+v, want failed", d)
+	}
 	for _, d := range failed {
-		if d.Applied || d.Outcome != tuner.OutcomeFailed || !strings.Contains(d.Reason, "nvidia-cuda-mps-control") {
-			t.Errorf("decision with every MPS call failing: %+v, want failed with the daemon's error", d)
+		afterFailure := d.Outcome == tuner.OutcomeRefused && strings.Contains(d.Reason, "failed before it in the round")
+		if d.Applied || !afterFailure && (d.Outcome != tuner.OutcomeFailed || !strings.Contains(d.Reason, "nvidia-cuda-mps-control")) {
+			t.Errorf("decision with every MPS call failing: %+v, want failed with the daemon's error, or refused after the GPU's failure", d)
 		}
 	}
 	ok := run("0")

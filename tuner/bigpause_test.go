@@ -106,8 +106,8 @@ func TestJournalReadsAnEarlierPauseRecord(t *testing.T) {
 // A pause of a tenant with more processes than a record names is not
 // made, and its decision (logged, and shown on /tuner) names the tenant,
 // how many processes and the bound; the journal is not taken for broken
-// (another tenant's pause in the same round is made). One of as many as a
-// record names is made.
+// (another tenant's pause on another GPU in the same round is made). One
+// of as many as a record names is made.
 func TestPauseOfTooManyProcessesNamesTenantCountAndBound(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -124,7 +124,7 @@ func TestPauseOfTooManyProcessesNamesTenantCountAndBound(t *testing.T) {
 				big.PIDs = append(big.PIDs, uint32(1000+i))
 			}
 			small := pauseAction("eval", gpu.ClassBatch, 0, 0.5)
-			small.Target.PID, small.PIDs = 9, []uint32{9}
+			small.Target.GPU, small.Target.PID, small.PIDs = "GPU-1", 9, []uint32{9}
 			var buf bytes.Buffer
 			rec := &pauseRecorder{}
 			j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
@@ -134,7 +134,9 @@ func TestPauseOfTooManyProcessesNamesTenantCountAndBound(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+			snap := emptySnap(t0)
+			snap.Readings.Devices = append(snap.Readings.Devices, gpu.Device{UUID: "GPU-1", Index: 1, Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(9, nil)}})
+			if _, err := tu.RunOnce(context.Background(), snap); err != nil {
 				t.Fatal(err)
 			}
 			var got Decision

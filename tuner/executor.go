@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-kit/log"
@@ -27,23 +28,47 @@ import (
 
 // handle guards and applies the actions, GPU by GPU: when one action of a
 // GPU fails, those applied before it on that GPU in this round are rolled
-// back.
+// back, and those after it are refused untried (the GPU keeps neither
+// the plan's head nor its tail), a revert excepted.
 func (t *Tuner) handle(ctx context.Context, st *State, actions []Action, now time.Time) []Decision {
 	var out []Decision
 	appliedOn := map[string][]Action{}
+	failedOn := map[string]Action{}
 	for _, a := range actions {
+		if f, failed := failedOn[a.GPU]; failed && !a.Revert {
+			out = append(out, t.refuseAfterFailure(a, f, now))
+			continue
+		}
 		d, _ := t.execute(ctx, st, a, now, appliedOn)
+		if slices.ContainsFunc(d, func(d Decision) bool { return d.GPU == a.GPU && d.Outcome == OutcomeFailed }) {
+			failedOn[a.GPU] = a
+		}
 		out = append(out, d...)
 	}
 	return out
 }
 
+// refuseAfterFailure refuses a, an action of a GPU on which failed, an
+// action before it in the round, failed: what the round applied there was
+// rolled back, and a goes with it. It is journaled and counted as a
+// refusal, and its target backs off as the others of the plan.
+func (t *Tuner) refuseAfterFailure(a, failed Action, now time.Time) Decision {
+	why := failed.Target.String() + " failed before it in the round, and what the round applied on the GPU was rolled back"
+	t.trackProc(a.Target, now) // (its back-off is kept as a refusal's)
+	t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
+		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
+	d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: valueText(a.Current), To: a.Want.String(),
+		Outcome: OutcomeRefused, Reason: joinReasons(a.Reason, "refused, not tried: "+why)}
+	return t.finish(a, d, now, errors.New(why))
+}
+
 // execute runs one action through the guard chain and, where its GPU's
-// mode allows, applies it. appliedOn holds the actions applied in this
-// round by GPU, which a failure rolls back. It returns the decisions and
-// whether the action took (or, for a MIG relayout, started).
+// mode allows (a plan's: every GPU's it changes, actionMode), applies it.
+// appliedOn holds the actions applied in this round by GPU, which a
+// failure rolls back. It returns the decisions and whether the action
+// took (or, for a MIG relayout, started).
 func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time, appliedOn map[string][]Action) ([]Decision, bool) {
-	mode := t.modeOf(a.GPU, a.GPUIndex)
+	mode := t.actionMode(a)
 	if mode == ModeOff {
 		return nil, false
 	}
@@ -56,6 +81,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	}
 	ok, guard, why, quiet := t.chain().Judge(st, a, now)
 	if quiet {
+		t.keepJudgement(a)
 		return nil, false // asked for already, and waiting: not a new decision
 	}
 	jerr := t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
@@ -74,6 +100,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	t.trackProc(a.Target, now) // (whatever the outcome: the guards keep its refusals, failures)
 	d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: valueText(a.Current), To: a.Want.String(), Reason: a.Reason}
 	if !ok {
+		t.keepJudgement(a) // (a revert due that a guard refused is judged again at the next round)
 		d.Outcome, d.Guard = OutcomeGuarded, guard
 		d.Reason = joinReasons(a.Reason, "refused by "+guard+": "+why)
 		t.counts.Refusals[guard]++
@@ -96,6 +123,11 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		return []Decision{t.finish(a, d, now, nil)}, false
 	}
 	_, hadOriginal := t.originals[a.Target.String()]
+	if why := unreadOriginal(a, hadOriginal); why != "" {
+		d.Outcome = OutcomeRefused
+		d.Reason = joinReasons(a.Reason, "refused, not tried: "+why)
+		return []Decision{t.finish(a, d, now, errors.New(why))}, false
+	}
 	err := t.keepOriginal(ctx, a, now)
 	if err == nil {
 		err = t.widenHeld(a, now, false)
@@ -528,52 +560,6 @@ func applyPlan(ctx context.Context, ac Actuators, plan gpu.Plan) error {
 	return nil
 }
 
-// drainAll drains every MIG instance of d, for a relayout.
-func (t *Tuner) drainAll(ctx context.Context, d gpu.Device) error {
-	dr, ok := actuator[gpu.MIGDrainActuator](t.o.Actuators)
-	if !ok {
-		return notSupported(gpu.KnobMIGDrain)
-	}
-	var errs []error
-	for _, m := range d.MIG {
-		end := t.calling("drain MIG instance " + m.UUID + " of GPU " + d.UUID)
-		err := dr.DrainMIGInstance(ctx, d.UUID, m.UUID)
-		end()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("drain %s: %w", m.UUID, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// startProcess starts a process a relayout stopped.
-func (t *Tuner) startProcess(ctx context.Context, pid uint32) error {
-	defer t.calling(fmt.Sprintf("start process %d", pid))()
-	return startProcess(ctx, t.o.Actuators, pid)
-}
-
-func startProcess(ctx context.Context, ac Actuators, pid uint32) error {
-	lc, ok := actuator[gpu.TenantLifecycleActuator](ac)
-	if !ok {
-		return notSupported(gpu.KnobProcessLifecycle)
-	}
-	return lc.StartProcess(ctx, pid)
-}
-
-// setLayout sets a GPU's MIG layout.
-func (t *Tuner) setLayout(ctx context.Context, uuid string, profiles []string) error {
-	defer t.calling("set the MIG layout of GPU " + uuid)()
-	return setLayout(ctx, t.o.Actuators, uuid, profiles)
-}
-
-func setLayout(ctx context.Context, ac Actuators, uuid string, profiles []string) error {
-	mig, ok := actuator[gpu.MIGActuator](ac)
-	if !ok {
-		return notSupported(gpu.KnobMIGLayout)
-	}
-	return mig.ConfigureMIG(ctx, uuid, profiles)
-}
-
 func valueText(v Value) string {
 	if v == nil {
 		return ""
@@ -595,7 +581,7 @@ func (t *Tuner) keepOriginal(ctx context.Context, a Action, now time.Time) error
 		return fmt.Errorf("not changed, the journal holds open an original set back before, whose restored record could not be journaled: %w", err)
 	}
 	if _, ok := t.originals[k]; ok || a.Current == nil {
-		return nil
+		return nil // (a change from a value not read is refused before: unreadOriginal)
 	}
 	var pids []uint32
 	var id Identity // the processes' (identity.go)
@@ -620,6 +606,18 @@ func (t *Tuner) keepOriginal(ctx context.Context, a Action, now time.Time) error
 	}
 	t.originals[k] = o
 	return nil
+}
+
+// unreadOriginal is why a change of a setting the tuner restores, from a
+// value not read (a.Current nil: the driver's getter failed), is not
+// made: no original can be kept, so nothing would set it back at exit or
+// after a crash. "" where it may be made: its original is kept already
+// (kept), or its knob is not restored (a plan).
+func unreadOriginal(a Action, kept bool) string {
+	if _, ok := mechanismOf(a.Knob); !ok || a.Plan != nil || a.Current != nil || kept {
+		return ""
+	}
+	return fmt.Sprintf("the %s in force was not read, so no original could be kept to set it back", a.Knob)
 }
 
 // dropOriginal forgets the original k, set back, and what the rounds

@@ -3,6 +3,7 @@ package tuner
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -231,5 +232,64 @@ func TestUnavailableKnobSetBack(t *testing.T) {
 	}
 	if want := []string{"LockClocks(GPU-0,0,0)"}; !slices.Equal(host.Calls, want) {
 		t.Errorf("restore at exit: calls %q, want %q", host.Calls, want)
+	}
+}
+
+// A change of a setting the tuner restores from a value not read (the
+// driver's getter failed: Current nil) is refused untried in enforce: no
+// original could be kept, so neither the exit nor the start after a crash
+// would set it back. Once the original is kept, one is made; in
+// recommend, nothing is set, and it is recommended.
+func TestChangeFromAValueNotRead(t *testing.T) {
+	sched := Target{GPU: uuid0, Knob: gpu.KnobVGPUScheduler}
+	for _, tc := range []struct {
+		name      string
+		mode      Mode
+		before    []Action // applied in a round before
+		a         Action
+		want      Outcome
+		wantCalls []string
+	}{
+		{name: "vgpu scheduler", mode: ModeEnforce, a: Action{Target: sched, Want: Scheduler("equal-share"), Reason: "test"}, want: OutcomeRefused},
+		{name: "power limit", mode: ModeEnforce, a: Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Want: Watts(490), Reason: "test"}, want: OutcomeRefused},
+		{name: "pause", mode: ModeEnforce, a: Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 7}, Tenant: "train", PIDs: []uint32{7}, Want: Duty(0.5), Reason: "test"}, want: OutcomeRefused},
+		{name: "original kept", mode: ModeEnforce,
+			before: []Action{{Target: sched, Current: Scheduler("best-effort"), Want: Scheduler("equal-share"), Reason: "test"}},
+			a:      Action{Target: sched, Want: Scheduler("fixed-share"), Reason: "test"}, want: OutcomeApplied,
+			wantCalls: []string{"SetVGPUScheduler(GPU-0,equal-share)", "SetVGPUScheduler(GPU-0,fixed-share)"}},
+		{name: "recommend", mode: ModeRecommend, a: Action{Target: sched, Want: Scheduler("equal-share"), Reason: "test"}, want: OutcomeRecommended},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, pauses := &recorder{}, &pauseRecorder{}
+			j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+			defer j.Close()
+			clk := gpu.NewManualClock(t0)
+			tu, err := New(Options{Policy: fixed(tc.before), Enabled: pauseOn, Actuators: ActuatorsOf(rec, pauses), Journal: j, Clock: clk, Mode: tc.mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tu.RunOnce(context.Background(), emptySnap(clk.Now())); err != nil {
+				t.Fatal(err)
+			}
+			originals := len(j.Originals())
+			clk.Advance(time.Minute)
+			tu.o.Policy = fixed{tc.a}
+			ds, err := tu.RunOnce(context.Background(), emptySnap(clk.Now()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ds) != 1 || ds[0].Outcome != tc.want {
+				t.Fatalf("decisions %+v, want one %s", ds, tc.want)
+			}
+			if tc.want == OutcomeRefused && !strings.Contains(ds[0].Reason, "refused, not tried: the "+string(tc.a.Knob)+" in force was not read") {
+				t.Errorf("reason %q does not say the value in force was not read", ds[0].Reason)
+			}
+			if calls := append(rec.Calls, pauses.Calls...); !slices.Equal(calls, tc.wantCalls) {
+				t.Errorf("calls %q, want %q", calls, tc.wantCalls)
+			}
+			if n := len(j.Originals()); n != originals {
+				t.Errorf("%d originals journaled, want %d", n, originals)
+			}
+		})
 	}
 }

@@ -101,3 +101,49 @@ func (t *Tuner) possibleModes(uuid string) []Mode {
 	}
 	return out
 }
+
+// gpuModes is the mode of each GPU the snapshot lists, by UUID
+// (State.Modes).
+func (t *Tuner) gpuModes(snap *tenant.Snapshot) map[string]Mode {
+	out := map[string]Mode{}
+	if snap == nil || snap.Readings == nil {
+		return out
+	}
+	for _, d := range snap.Readings.Devices {
+		out[d.UUID] = t.modeOf(d.UUID, d.Index)
+	}
+	return out
+}
+
+// actionMode is the mode a's change is made in: its GPU's; for a plan,
+// the safest of the modes of every GPU it changes (each move's source and
+// destination, each MIG layout's GPU; a move to anywhere the orchestrator
+// chooses, every GPU's), so that no plan changes a GPU in off or
+// recommend, whichever GPU its first step starts from.
+func (t *Tuner) actionMode(a Action) Mode {
+	mode := t.modeOf(a.GPU, a.GPUIndex)
+	if a.Plan == nil {
+		return mode
+	}
+	var gpus []string
+	for _, m := range a.Plan.Moves {
+		gpus = append(gpus, m.FromUUID, m.ToUUID)
+		if m.ToUUID == "" && t.last != nil && t.last.Readings != nil {
+			for _, d := range t.last.Readings.Devices {
+				gpus = append(gpus, d.UUID)
+			}
+		}
+	}
+	for _, l := range a.Plan.MIG {
+		gpus = append(gpus, l.UUID)
+	}
+	for _, uuid := range gpus {
+		if uuid == "" {
+			continue
+		}
+		for _, m := range t.possibleModes(uuid) {
+			mode = saferMode(mode, m)
+		}
+	}
+	return mode
+}

@@ -415,7 +415,8 @@ func (h *Hysteresis) Admit(_ *State, a Action, now time.Time) (bool, string) {
 
 // Backoff refuses a change to a target for a while after the actuator
 // refused or failed one: Base after the first, doubling to Max; a success
-// resets it.
+// resets it. A revert passes: it sets back what the tuner changed, and a
+// refused change of the same setting must not keep the one before it.
 type Backoff struct {
 	Base, Max time.Duration
 	mu        sync.Mutex
@@ -434,7 +435,7 @@ func (*Backoff) Name() string { return GuardBackoff }
 func (b *Backoff) Admit(_ *State, a Action, now time.Time) (bool, string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if s, ok := b.state[a.Target.String()]; ok && now.Before(s.until) {
+	if s, ok := b.state[a.Target.String()]; ok && now.Before(s.until) && !a.Revert {
 		return false, fmt.Sprintf("backing off after a refusal or failure: %v left", s.until.Sub(now).Round(time.Second))
 	}
 	return true, ""

@@ -95,7 +95,8 @@ func TestGuards(t *testing.T) {
 		{&Backoff{Base: time.Minute, Max: 3 * time.Minute}, []step{
 			{a: up, ok: true, record: OutcomeFailed},
 			{advance: 59 * time.Second, a: up, ok: false},
-			{a: other, ok: true}, // per target
+			{a: revert, ok: true}, // a revert passes
+			{a: other, ok: true},  // per target
 			{advance: time.Second, a: up, ok: true, record: OutcomeRefused},
 			{advance: 119 * time.Second, a: up, ok: false},
 			{advance: time.Second, a: up, ok: true, record: OutcomeFailed},

@@ -129,8 +129,9 @@ func (t *Tuner) waitsForHook(a Action, h *hookCall) {
 }
 
 // keepJudgement keeps the judgement of a, a revert due the executor does
-// not make this round, for a later round (dueReverts); false where a is
-// no such revert.
+// not make this round (it waits for a hook or a restore, or a guard
+// refused it), for a later round (dueReverts); false where a is no such
+// revert.
 func (t *Tuner) keepJudgement(a Action) bool {
 	k := a.Target.String()
 	e, judged := t.judged[k]

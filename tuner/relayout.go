@@ -348,3 +348,49 @@ func (t *Tuner) Underway() bool {
 	defer t.mu.Unlock()
 	return len(t.relayouts) > 0
 }
+
+// drainAll drains every MIG instance of d, for a relayout.
+func (t *Tuner) drainAll(ctx context.Context, d gpu.Device) error {
+	dr, ok := actuator[gpu.MIGDrainActuator](t.o.Actuators)
+	if !ok {
+		return notSupported(gpu.KnobMIGDrain)
+	}
+	var errs []error
+	for _, m := range d.MIG {
+		end := t.calling("drain MIG instance " + m.UUID + " of GPU " + d.UUID)
+		err := dr.DrainMIGInstance(ctx, d.UUID, m.UUID)
+		end()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("drain %s: %w", m.UUID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// startProcess starts a process a relayout stopped.
+func (t *Tuner) startProcess(ctx context.Context, pid uint32) error {
+	defer t.calling(fmt.Sprintf("start process %d", pid))()
+	return startProcess(ctx, t.o.Actuators, pid)
+}
+
+func startProcess(ctx context.Context, ac Actuators, pid uint32) error {
+	lc, ok := actuator[gpu.TenantLifecycleActuator](ac)
+	if !ok {
+		return notSupported(gpu.KnobProcessLifecycle)
+	}
+	return lc.StartProcess(ctx, pid)
+}
+
+// setLayout sets a GPU's MIG layout.
+func (t *Tuner) setLayout(ctx context.Context, uuid string, profiles []string) error {
+	defer t.calling("set the MIG layout of GPU " + uuid)()
+	return setLayout(ctx, t.o.Actuators, uuid, profiles)
+}
+
+func setLayout(ctx context.Context, ac Actuators, uuid string, profiles []string) error {
+	mig, ok := actuator[gpu.MIGActuator](ac)
+	if !ok {
+		return notSupported(gpu.KnobMIGLayout)
+	}
+	return mig.ConfigureMIG(ctx, uuid, profiles)
+}

@@ -64,6 +64,12 @@ type State struct {
 	// dwell after the last change (Pacer). A policy holds such a change
 	// (HoldWaiting) instead of proposing what would be refused.
 	Waits map[string]Wait
+	// Modes are, by GPU UUID, the tuner's mode on each GPU the snapshot
+	// lists (the host's, or the GPU's own: --tuner.gpu-mode). The
+	// executor makes a plan in the safest mode of the GPUs it changes, so
+	// the slow loop moves a tenant only where the mode of the GPU it
+	// leaves allows (Receives).
+	Modes map[string]Mode
 	// MPSResolver is the MPS actuator's resolution (MPSHeld), where it has
 	// one; nil: it holds any fraction (the simulator's).
 	MPSResolver MPSResolver
@@ -94,6 +100,20 @@ func (s *State) knob(uuid string, k gpu.Knob) (a KnobAvailability, off, found bo
 		}
 	}
 	return KnobAvailability{}, off, false
+}
+
+// Receives says whether the slow loop may plan a move of a tenant from
+// the GPU from onto the GPU to: neither is in off, and to is in enforce
+// where from is (a move onto a GPU in a safer mode would be made in that
+// mode: recommended only, or dropped). A GPU the state holds no mode for
+// (none: a state not built by a round) is left to the executor.
+func (s *State) Receives(from, to string) bool {
+	f, fok := s.Modes[from]
+	m, tok := s.Modes[to]
+	if fok && f == ModeOff || tok && m == ModeOff {
+		return false
+	}
+	return !(fok && tok && f == ModeEnforce && m != ModeEnforce)
 }
 
 // Plannable says whether the slow loop may plan a change of knob k on

@@ -464,7 +464,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	}
 	st := &State{Now: now, Snapshot: snap, Changes: t.changes, Pending: t.pending, Effective: t.syncMPS(),
 		Fast: fast, Originals: map[string]Value{}, History: t.history, Drives: t.drives(),
-		Knobs: t.gpuKnobs(snap), Waits: t.chain().Waits(now)}
+		Knobs: t.gpuKnobs(snap), Waits: t.chain().Waits(now), Modes: t.gpuModes(snap)}
 	st.MPSResolver, _ = t.o.MPSStates.(MPSResolver)
 	for k, o := range t.originals {
 		st.Originals[k] = o.Value

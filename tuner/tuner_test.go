@@ -141,15 +141,20 @@ func TestNoActuatorUnlessEnforce(t *testing.T) {
 }
 
 // A failed restart puts the previous fraction back, rolls back what the
-// round applied on that GPU, backs off, and shows in the counters.
+// round applied on that GPU, refuses the GPU's actions after it untried
+// (the GPU keeps neither the plan's head nor its tail), backs every target
+// off, and shows in the counters.
 func TestFailureRollsBackAndBacksOff(t *testing.T) {
 	rec := &recorder{}
-	first, second := mpsAction(7, 1, 0.4), mpsAction(8, 1, 0.5)
+	first, second, third := mpsAction(7, 1, 0.4), mpsAction(8, 1, 0.5), mpsAction(9, 1, 0.3)
 	bo := &Backoff{Base: time.Minute, Max: 4 * time.Minute}
-	tu, clk := newTestTuner(t, ModeEnforce, rec, []Action{first, second}, nil, bo)
+	tu, clk := newTestTuner(t, ModeEnforce, rec, []Action{first, second, third}, nil, bo)
 	// the restart of the second client fails
 	tu.o.Actuators = ActuatorsOf(&failOn{recorder: rec, nth: 2, err: errors.New("hook exited 1")})
-	ds, err := tu.RunOnce(context.Background(), emptySnap(t0))
+	snap := func(at time.Time) *tenant.Snapshot {
+		return snapshot(at, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(7, nil), mpsProc(8, nil), mpsProc(9, nil)}}}, nil)
+	}
+	ds, err := tu.RunOnce(context.Background(), snap(t0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,27 +170,31 @@ func TestFailureRollsBackAndBacksOff(t *testing.T) {
 	for _, d := range ds {
 		outcomes = append(outcomes, d.Outcome)
 	}
-	if !slices.Equal(outcomes, []Outcome{OutcomeApplied, OutcomeFailed, OutcomeRolledBack}) {
+	if !slices.Equal(outcomes, []Outcome{OutcomeApplied, OutcomeFailed, OutcomeRolledBack, OutcomeRefused}) {
 		t.Errorf("outcomes %v", outcomes)
 	}
+	if r := ds[len(ds)-1].Reason; !strings.Contains(r, "refused, not tried: GPU-0/mps_active_threads/pid8 failed before it in the round, and what the round applied on the GPU was rolled back") {
+		t.Errorf("the third client's reason %q does not say the GPU's changes were rolled back", r)
+	}
 	st := tu.Status()
-	if st.Counts.Actions[ActionKey{gpu.KnobMPSActiveThreads, OutcomeFailed}] != 1 || st.Counts.Actions[ActionKey{gpu.KnobMPSActiveThreads, OutcomeRolledBack}] != 1 || st.Counts.Reverts != 1 {
+	if st.Counts.Actions[ActionKey{gpu.KnobMPSActiveThreads, OutcomeFailed}] != 1 || st.Counts.Actions[ActionKey{gpu.KnobMPSActiveThreads, OutcomeRolledBack}] != 1 ||
+		st.Counts.Actions[ActionKey{gpu.KnobMPSActiveThreads, OutcomeRefused}] != 1 || st.Counts.Reverts != 1 {
 		t.Errorf("counts %+v", st.Counts)
 	}
-	// Both targets back off: the next round is refused by the backoff guard.
+	// Every target backs off: the next round is refused by the backoff guard.
 	rec.Calls = nil
 	clk.Advance(30 * time.Second)
-	ds, _ = tu.RunOnce(context.Background(), emptySnap(clk.Now()))
+	ds, _ = tu.RunOnce(context.Background(), snap(clk.Now()))
 	for _, d := range ds {
 		if d.Outcome != OutcomeGuarded || d.Guard != GuardBackoff {
 			t.Errorf("during back-off: %v", d)
 		}
 	}
-	if len(rec.Calls) != 0 || tu.Status().Counts.Refusals[GuardBackoff] != 2 {
+	if len(rec.Calls) != 0 || tu.Status().Counts.Refusals[GuardBackoff] != 3 {
 		t.Errorf("calls %q, refusals %v", rec.Calls, tu.Status().Counts.Refusals)
 	}
 	clk.Advance(time.Minute)
-	if ds, _ = tu.RunOnce(context.Background(), emptySnap(clk.Now())); len(ds) == 0 || ds[0].Outcome != OutcomeApplied {
+	if ds, _ = tu.RunOnce(context.Background(), snap(clk.Now())); len(ds) == 0 || ds[0].Outcome != OutcomeApplied {
 		t.Errorf("after back-off: %v", ds)
 	}
 }

@@ -161,9 +161,12 @@ func (b Baseline) mps(s *tuner.State, d *gpu.Device) []tuner.Action {
 	return out
 }
 
+// vgpu asks for the baseline's scheduler where the GPU's scheduler is
+// read: from one not read (the driver's getter failed) a change would
+// keep no original, and the executor refuses it (as timeSlice).
 func (b Baseline) vgpu(s *tuner.State, d *gpu.Device) []tuner.Action {
 	t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobVGPUScheduler}
-	if !s.Changeable(t) {
+	if d.Scheduler == nil || !s.Changeable(t) {
 		return nil
 	}
 	want := gpu.VGPUPolicyBestEffort
@@ -172,14 +175,10 @@ func (b Baseline) vgpu(s *tuner.State, d *gpu.Device) []tuner.Action {
 		want = gpu.VGPUPolicyEqualShare
 		reason = "static-equal: equal-share vGPU scheduler"
 	}
-	a := tuner.Action{Target: t, GPUIndex: d.Index, Want: tuner.Scheduler(want), Reason: reason}
-	if d.Scheduler != nil {
-		if d.Scheduler.Policy == want && !d.Scheduler.ARREnabled {
-			return nil
-		}
-		a.Current = tuner.Scheduler(d.Scheduler.Policy)
+	if d.Scheduler.Policy == want && !d.Scheduler.ARREnabled {
+		return nil
 	}
-	return []tuner.Action{a}
+	return []tuner.Action{{Target: t, GPUIndex: d.Index, Current: tuner.Scheduler(d.Scheduler.Policy), Want: tuner.Scheduler(want), Reason: reason}}
 }
 
 // timeSlice asks for the default level where the GPU's level is read: from

@@ -137,6 +137,19 @@ func TestBaselines(t *testing.T) {
 			devs:   []gpu.Device{{UUID: "GPU-t", Up: true, Mode: gpu.SharingTimeSlice}},
 		},
 		{
+			// A scheduler not read this sample (the driver's getter
+			// failed): as the time slice, a change from it would keep no
+			// original, and nothing would set it back at exit.
+			name:   "vgpu scheduler not read: left alone",
+			policy: StaticEqualName,
+			devs:   []gpu.Device{{UUID: "GPU-v", Up: true, Mode: gpu.SharingVGPU}},
+		},
+		{
+			name:   "vgpu scheduler not read: left alone by best-effort",
+			policy: UncappedName,
+			devs:   []gpu.Device{{UUID: "GPU-v", Up: true, Mode: gpu.SharingVGPU}},
+		},
+		{
 			name:   "mig, exclusive and down GPUs are left alone",
 			policy: StaticEqualName,
 			devs: []gpu.Device{

@@ -195,7 +195,7 @@ func (r *Planner) PlanRebalance(s *tuner.State, in tuner.RebalanceInput) (gpu.Pl
 			if gain <= 2*cost {
 				continue
 			}
-			to := r.target(rooms, order, from, c)
+			to := r.target(s, rooms, order, from, c)
 			if to == nil {
 				continue
 			}
@@ -209,18 +209,19 @@ func (r *Planner) PlanRebalance(s *tuner.State, in tuner.RebalanceInput) (gpu.Pl
 	return r.planRelayout(s, in, missing, weight)
 }
 
-// target returns the idlest GPU other than from with room for u; none
-// where u's memory is not known (the driver gave no process's use): room
-// for it cannot be told, and a move into too little memory fails the
-// tenant's start.
-func (r *Planner) target(rooms map[string]*gpuRoom, order []string, from string, u tenant.Usage) *gpuRoom {
+// target returns the idlest GPU other than from with room for u, among
+// those the tuner may move u onto (State.Receives: not off, and in
+// enforce where from is); none where u's memory is not known (the driver
+// gave no process's use): room for it cannot be told, and a move into
+// too little memory fails the tenant's start.
+func (r *Planner) target(s *tuner.State, rooms map[string]*gpuRoom, order []string, from string, u tenant.Usage) *gpuRoom {
 	if u.MemoryUnknown {
 		return nil
 	}
 	var best *gpuRoom
 	for _, uuid := range order {
 		g := rooms[uuid]
-		if uuid == from || g.missing || g.busy > r.MaxBusy || float64(g.memFree) < r.MemoryMargin*float64(u.MemoryUsedBytes) {
+		if uuid == from || !s.Receives(from, uuid) || g.missing || g.busy > r.MaxBusy || float64(g.memFree) < r.MemoryMargin*float64(u.MemoryUsedBytes) {
 			continue
 		}
 		if best == nil || g.busy < best.busy {

@@ -82,7 +82,7 @@ func (r *Planner) planSqueezed(s *tuner.State, in tuner.RebalanceInput, rooms ma
 		if gain <= 2*cost.Seconds() {
 			continue
 		}
-		to := r.target(rooms, order, c.u.UUID, c.u)
+		to := r.target(s, rooms, order, c.u.UUID, c.u)
 		if to == nil {
 			continue
 		}
