@@ -20,6 +20,11 @@ type CgroupInfo struct {
 	PodUID      string // Kubernetes pod UID with dashes; "" when not in a pod
 	ContainerID string // container ID (hex); "" when not in a container
 	Runtime     string // "containerd", "crio", "docker", "" when unknown
+	// NoPod: the process's place is known, by more than Path, to be no
+	// pod's (ProcCgroup.NoPod of its cgroup file, or a file that could not
+	// be read though the process runs): ResolvePod gives it no pod by the
+	// devices it runs on. ParseCgroupPath leaves it false.
+	NoPod bool
 }
 
 var (
@@ -56,13 +61,20 @@ func (c CgroupInfo) Rank() int {
 // A kubepods cgroup below a user's slice or any service (user.slice, a
 // user manager's user@UID.service, a service with a subtree delegated to
 // it) is one its owner made, and names no pod: the kubelet's is at the
-// root, or in a container's or a machine's scope (a node in a container).
+// root, or in a container's or a machine's scope (a node in a container),
+// or in the payload of a container that machinectl runs as a service
+// (nodeRootAt).
 func ParseCgroupPath(path string) CgroupInfo {
 	info := CgroupInfo{Path: path}
 	segs := strings.Split(path, "/")
 	podAt := namespacedPodAt(segs)
+	nodeAt := nodeRootAt(segs)
 	inKube, inDocker, owned := false, false, false
 	for i, s := range segs {
+		if i == nodeAt {
+			owned = false // a node's root, the service above it the host's
+			continue
+		}
 		if info.PodUID != "" && info.ContainerID != "" {
 			// the pod's container was found (a container found above the
 			// pod is dropped there): what lies below it is the container's
@@ -124,10 +136,13 @@ func ParseCgroupPath(path string) CgroupInfo {
 // NamesNoPod says whether a cgroup path places its process somewhere that
 // is no pod's: in a user's slice (a login session's scope, a user
 // manager's user@UID.service) or in a service, above any kubepods segment
-// (ParseCgroupPath takes no pod from below them). "" (unread), the root,
-// and a path it does not recognise are not known to be no pod's.
+// (ParseCgroupPath takes no pod from below them). Below the payload of a
+// container that machinectl runs as a service (nodeRootAt) it is read as
+// from a root of its own: a node's. "" (unread), the root, and a path it
+// does not recognise are not known to be no pod's.
 func NamesNoPod(path string) bool {
-	for s := range strings.SplitSeq(path, "/") {
+	segs := strings.Split(path, "/")
+	for _, s := range segs[nodeRootAt(segs)+1:] {
 		switch {
 		case kubepodsSegment(s):
 			return false
@@ -136,6 +151,23 @@ func NamesNoPod(path string) bool {
 		}
 	}
 	return false
+}
+
+// nodeRootAt is the index in segs (a path split at "/") of the root of a
+// container that machinectl (systemd-nspawn@.service) runs, -1 where there
+// is none: "payload" below "systemd-nspawn@NAME.service" in machine.slice,
+// with only slices above it, from the root (or from the ".." segments of a
+// path relative to the reader's cgroup namespace) down, where the system's
+// manager alone puts the service. Its payload is the container's root, a
+// node's where it runs the kubelet, as a machine's scope is.
+func nodeRootAt(segs []string) int {
+	for i := 2; i+1 < len(segs); i++ {
+		if segs[i+1] == "payload" && strings.HasPrefix(segs[i], "systemd-nspawn@") && isServiceName(segs[i]) &&
+			segs[i-1] == "machine.slice" && inSlice(segs[:i]) {
+			return i + 1
+		}
+	}
+	return -1
 }
 
 // kubepodsSegment says whether a cgroup path's segment is the kubelet's
@@ -232,21 +264,35 @@ func SystemdUnit(data []byte) string {
 	if err != nil {
 		return ""
 	}
-	path, found := "", false
+	return systemdUnit(lines)
+}
+
+func systemdUnit(lines []cgroupfile.Line) string {
 	for _, e := range lines {
 		if containerMarked(e.Path) || strings.Contains(e.Path, "/user@") {
 			return ""
 		}
-		if e.Unified() {
-			path, found = e.Path, true
-		} else if e.Controllers == "name=systemd" && !found {
-			path = e.Path
-		}
 	}
+	path := systemdPath(lines)
 	if path == "" {
 		return ""
 	}
 	return SystemdService(path)
+}
+
+// systemdPath is the process's path in systemd's own hierarchy: the
+// unified (v2) line's, else name=systemd's (cgroup v1); "" without either.
+func systemdPath(lines []cgroupfile.Line) string {
+	path := ""
+	for _, e := range lines {
+		if e.Unified() {
+			return e.Path
+		}
+		if e.Controllers == "name=systemd" {
+			path = e.Path
+		}
+	}
+	return path
 }
 
 // inSlice says whether the segments above a unit are slices alone, from
@@ -392,6 +438,42 @@ func ParseProcCgroup(data []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return bestPath(lines)
+}
+
+// ProcCgroup is what one read of a process's /proc/PID/cgroup says of it.
+type ProcCgroup struct {
+	Path string // the path that best identifies it (ParseProcCgroup's)
+	Unit string // the system manager's service it runs in (SystemdUnit's)
+	// NoPod: no line names a pod, and systemd's own line (SystemdUnit's)
+	// names a place that is no pod's (NamesNoPod): a login session's or a
+	// host service's process on a cgroup v1 host, whose memory, cpu or
+	// pids line (Path) reads "/" where the unit's accounting is off.
+	NoPod bool
+}
+
+// ReadProcCgroup is ParseProcCgroup and SystemdUnit of the contents of
+// /proc/PID/cgroup, and whether they name no pod's place, from one parse;
+// host (nil: none) refuses a unified line that the kernel lists for no
+// process (cgroupfile.Host).
+func ReadProcCgroup(data []byte, host *cgroupfile.Host) (ProcCgroup, error) {
+	lines, err := cgroupfile.Lines(data)
+	if err == nil {
+		err = host.Check(lines)
+	}
+	if err != nil {
+		return ProcCgroup{}, err
+	}
+	path, err := bestPath(lines)
+	if err != nil {
+		return ProcCgroup{}, err
+	}
+	noPod := ParseCgroupPath(path).PodUID == "" && NamesNoPod(systemdPath(lines))
+	return ProcCgroup{Path: path, Unit: systemdUnit(lines), NoPod: noPod}, nil
+}
+
+// bestPath is ParseProcCgroup's path of the file's lines.
+func bestPath(lines []cgroupfile.Line) (string, error) {
 	if len(lines) == 0 {
 		return "", fmt.Errorf("no cgroup entries")
 	}

@@ -186,12 +186,12 @@ func TestProcReader(t *testing.T) {
 	root := t.TempDir()
 	WriteProc(t, root, 42, "0::/kubepods/pod"+puid+"/"+cid+"\n", "vllm\n", "Name:\tvllm\nUid:\t1000\t1000\t1000\t1000\n")
 	p := NewProcReader(root)
-	if cg, unit, err := p.Cgroup(42); err != nil || ParseCgroupPath(cg).PodUID != puid || unit != "" {
-		t.Errorf("cgroup = %q, unit %q, %v", cg, unit, err)
+	if cg, err := p.Cgroup(42); err != nil || ParseCgroupPath(cg.Path).PodUID != puid || cg.Unit != "" || cg.NoPod {
+		t.Errorf("cgroup = %+v, %v", cg, err)
 	}
 	WriteProc(t, root, 44, "10:memory:/\n1:name=systemd:/system.slice/llm.service\n", "", "")
-	if cg, unit, err := p.Cgroup(44); err != nil || cg != "/" || unit != "llm.service" {
-		t.Errorf("cgroup = %q, unit %q, %v; want /, llm.service", cg, unit, err)
+	if cg, err := p.Cgroup(44); err != nil || cg.Path != "/" || cg.Unit != "llm.service" || !cg.NoPod {
+		t.Errorf("cgroup = %+v, %v; want /, llm.service, no pod's", cg, err)
 	}
 	if c := p.Comm(42); c != "vllm" {
 		t.Errorf("comm = %q", c)
@@ -199,7 +199,7 @@ func TestProcReader(t *testing.T) {
 	if u := p.UID(42); u != 1000 {
 		t.Errorf("uid = %d", u)
 	}
-	if _, _, err := p.Cgroup(43); err == nil {
+	if _, err := p.Cgroup(43); err == nil {
 		t.Error("missing pid: no error")
 	}
 	if u := p.UID(43); u != -1 {
@@ -315,6 +315,67 @@ func TestMachineScope(t *testing.T) {
 	} {
 		if got := MachineScope(tc.path); got != tc.want {
 			t.Errorf("MachineScope(%q) = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}
+
+// TestReadProcCgroupNoPod: a file none of whose lines names a pod is in no
+// pod's place where systemd's own line (the unified one, else
+// name=systemd's) names a session, a user's slice or a service, whatever
+// the line ranked first (a v1 controller's at the root, the unit's
+// accounting off) says. Before, only the line ranked first was read, and
+// "/" is not known to be no pod's.
+func TestReadProcCgroupNoPod(t *testing.T) {
+	pod := "/kubepods/burstable/pod" + puid + "/" + cid
+	for _, tc := range []struct {
+		name, file string
+		noPod      bool
+	}{
+		{"v1, a session", "10:memory:/\n5:pids:/user.slice/user-1000.slice/session-3.scope\n1:name=systemd:/user.slice/user-1000.slice/session-3.scope\n", true},
+		{"v1, a service", "10:memory:/\n2:cpu,cpuacct:/\n1:name=systemd:/system.slice/job.service\n", true},
+		{"hybrid, a service", "10:memory:/\n1:name=systemd:/\n0::/system.slice/job.service\n", true},
+		{"v1, a pod's", "10:memory:" + pod + "\n1:name=systemd:/system.slice/containerd.service\n", false},
+		{"hybrid, a pod's in v1", "10:memory:" + pod + "\n0::/system.slice/containerd.service\n", false},
+		{"v1, the root", "10:memory:/\n1:name=systemd:/\n", false},
+		{"v1, no systemd hierarchy", "10:memory:/\n", false},
+		{"v2, a pod's", "0::" + pod + "\n", false},
+	} {
+		cg, err := ReadProcCgroup([]byte(tc.file), nil)
+		if err != nil || cg.NoPod != tc.noPod || cg.NoPod && ParseCgroupPath(cg.Path).PodUID != "" {
+			t.Errorf("%s: %+v, %v; want no pod's %v", tc.name, cg, err, tc.noPod)
+		}
+	}
+}
+
+// TestProcReaderRefusesUnifiedLineOnLegacyHost: where the reader's own
+// file (the root's self/cgroup) has no unified line, no cgroup2 is
+// mounted and a process's "0::" line is forged (a cgroup named "x\n0::/..."
+// in a delegated name=systemd subtree, which a kernel before 4.13 takes):
+// its file is refused, naming it. With cgroup2 mounted, or the own file
+// not read, it is taken.
+func TestProcReaderRefusesUnifiedLineOnLegacyHost(t *testing.T) {
+	forged := "10:memory:/system.slice/tenant.service\n1:name=systemd:/system.slice/tenant.service/x\n0::/kubepods/burstable/pod" + puid + "/" + cid + "\n"
+	for _, tc := range []struct {
+		name, self string
+		refused    bool
+	}{
+		{"a legacy host", "10:memory:/\n1:name=systemd:/system.slice/vgpu.service\n", true},
+		{"a hybrid host", "10:memory:/\n1:name=systemd:/system.slice/vgpu.service\n0::/system.slice/vgpu.service\n", false},
+		{"its own file unread", "", false},
+	} {
+		root := t.TempDir()
+		WriteProc(t, root, 42, forged, "", "")
+		if tc.self != "" {
+			if err := os.MkdirAll(filepath.Join(root, "self"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "self", "cgroup"), []byte(tc.self), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cg, err := NewProcReader(root).Cgroup(42)
+		if tc.refused != (err != nil) || err != nil && !strings.Contains(err.Error(), filepath.Join(root, "42", "cgroup")) {
+			t.Errorf("%s: %+v, %v; want refused %v, naming the file", tc.name, cg, err, tc.refused)
 		}
 	}
 }

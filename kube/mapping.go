@@ -55,6 +55,7 @@ type Mapping struct {
 type podMeta struct {
 	Namespace, Name, UID string
 	Labels               map[string]string
+	ContainerIDs         []string // its containers' IDs, lower case
 }
 
 // deviceBase strips the shared-replica suffix the NVIDIA device plugin adds
@@ -380,16 +381,22 @@ func (m *Mapping) podsOn(ids ...string) []PodRef {
 //
 // Rule 2 is not applied to a process whose cgroup was read and names a
 // place that is no pod's (NamesNoPod: a login session, a service, a user's
-// slice): the NVIDIA device files are open to every user by default, and
-// a host user's process on a pod's GPU is not the pod's. An unread path
-// (cg.Path "") or one it does not recognise keeps the rule.
+// slice; or cg.NoPod), but for the containers of the pod whose metadata
+// lists the container ID the path names, outside a user's slice (a node
+// run in a service of a kind nodeRootAt does not know; see ofContainer):
+// the NVIDIA device files are open to
+// every user by default, and a host user's process on a pod's GPU is not
+// the pod's. An unread path (cg.Path "") or one it does not recognise
+// keeps the rule.
 //
 // Where it names no container, Holders lists those it may be in.
 func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
-	if cg.PodUID == "" && NamesNoPod(cg.Path) {
-		return nil
-	}
 	cands := m.podsOn(deviceIDs...)
+	if noPodPlace(cg) {
+		if cands = m.ofContainer(cg, cands); len(cands) == 0 {
+			return nil
+		}
+	}
 	if cg.PodUID != "" && m != nil && len(m.metaByName) > 0 {
 		others := slices.DeleteFunc(slices.Clone(cands), func(c PodRef) bool {
 			md := m.metaByName[c.Namespace+"/"+c.Name]
@@ -440,6 +447,39 @@ func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 	return nil
 }
 
+// noPodPlace says whether cg names no pod, but a place that is no pod's
+// (NamesNoPod, cg.NoPod).
+func noPodPlace(cg CgroupInfo) bool {
+	return cg.PodUID == "" && (cg.NoPod || NamesNoPod(cg.Path))
+}
+
+// ofContainer are those of cands, containers holding the devices of a
+// process of cgroup facts cg, that are of the pod whose metadata lists
+// cg's container ID (its container of that name alone where it is among
+// them): none without metadata, a container ID, or such a pod among
+// cands, and none in a user's slice, where any login user may name a
+// cgroup of their own after a pod's container (its ID is in every
+// process's /proc/PID/cgroup, for anyone to read).
+func (m *Mapping) ofContainer(cg CgroupInfo, cands []PodRef) []PodRef {
+	cid := cg.ContainerID
+	if m == nil || cid == "" || slices.Contains(strings.Split(cg.Path, "/"), "user.slice") {
+		return nil
+	}
+	var pod, same []PodRef
+	for _, c := range cands {
+		if md := m.metaByName[c.Namespace+"/"+c.Name]; md != nil && slices.Contains(md.ContainerIDs, cid) {
+			pod = append(pod, c)
+			if c.Container == m.containerByID[cid] {
+				same = append(same, c)
+			}
+		}
+	}
+	if len(same) > 0 {
+		return same
+	}
+	return pod
+}
+
 // onePod says whether refs are containers of one pod (at least one).
 func onePod(refs []PodRef) bool {
 	for _, r := range refs {
@@ -461,15 +501,20 @@ func onePod(refs []PodRef) bool {
 // ResolvePod would give it, with its pod's labels and UID (cg's pod UID
 // where the metadata does not know it, or knows another and is stale).
 // None where ref names its container, none where cg names no pod but a
-// place that is no pod's (NamesNoPod, as in ResolvePod), and none where
+// place that is no pod's (as in ResolvePod: only the containers of the
+// pod whose metadata lists its container ID), and none where
 // more than max are left: a caller trying each would take too long, and
 // no GPU is shared that many ways.
 func (m *Mapping) Holders(cg CgroupInfo, ref *PodRef, max int, ids ...string) []PodRef {
-	if m == nil || ref != nil && ref.Container != "" || cg.PodUID == "" && NamesNoPod(cg.Path) {
+	if m == nil || ref != nil && ref.Container != "" {
 		return nil
 	}
+	cands := m.podsOn(ids...)
+	if noPodPlace(cg) {
+		cands = m.ofContainer(cg, cands)
+	}
 	var out []PodRef
-	for _, c := range m.podsOn(ids...) {
+	for _, c := range cands {
 		if ref != nil && ref.Name != "" && (c.Namespace != ref.Namespace || c.Name != ref.Name) {
 			continue
 		}

@@ -221,12 +221,12 @@ func parsePodList(src string, data []byte) ([]*podMeta, map[string]string, error
 }
 
 // addPod adds a decoded pod to out, and its containers' IDs (without the
-// runtime's "scheme://") to cids; a pod without a UID or name is left out.
+// runtime's "scheme://") to cids and to the pod's; a pod without a UID or name is left out.
 func addPod(out []*podMeta, cids map[string]string, ns, name, uid string, labels map[string]string, statuses []containerStatus) []*podMeta {
 	if uid == "" || name == "" {
 		return out
 	}
-	out = append(out, &podMeta{Namespace: ns, Name: name, UID: strings.ToLower(uid), Labels: labels})
+	pm := &podMeta{Namespace: ns, Name: name, UID: strings.ToLower(uid), Labels: labels}
 	for _, cs := range statuses {
 		id := cs.ContainerID
 		if i := strings.LastIndex(id, "://"); i >= 0 {
@@ -234,7 +234,8 @@ func addPod(out []*podMeta, cids map[string]string, ns, name, uid string, labels
 		}
 		if id != "" {
 			cids[strings.ToLower(id)] = cs.Name
+			pm.ContainerIDs = append(pm.ContainerIDs, strings.ToLower(id))
 		}
 	}
-	return out
+	return append(out, pm)
 }

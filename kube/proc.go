@@ -10,19 +10,23 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 )
 
 // ProcReader reads process facts (cgroup, command name, user) from a
 // procfs root.
-type ProcReader struct{ root string }
+type ProcReader struct {
+	root string
+	host *cgroupfile.Host // the root's self/cgroup: what the kernel lists
+}
 
 // NewProcReader reads under root; "" means "/proc".
 func NewProcReader(root string) ProcReader {
 	if root == "" {
 		root = "/proc"
 	}
-	return ProcReader{root: root}
+	return ProcReader{root: root, host: cgroupfile.NewHost(filepath.Join(root, "self", "cgroup"))}
 }
 
 // MaxProcBytes bounds one procfs file read (cgroup, comm, status: a few
@@ -34,17 +38,21 @@ func (p ProcReader) read(pid uint32, name string) ([]byte, error) {
 }
 
 // Cgroup returns, from one read of /proc/PID/cgroup, the path that best
-// identifies the process (see ParseProcCgroup) and the system manager's
-// service it runs in, "" for none (see SystemdUnit).
-func (p ProcReader) Cgroup(pid uint32) (path, unit string, err error) {
+// identifies the process (see ParseProcCgroup), the system manager's
+// service it runs in, "" for none (see SystemdUnit), and whether it names
+// no pod's place (see ReadProcCgroup). A file with a unified hierarchy's
+// line where the reader's own (the root's self/cgroup) has none is
+// refused: a cgroup name with a line break in it forged it.
+func (p ProcReader) Cgroup(pid uint32) (ProcCgroup, error) {
 	data, err := p.read(pid, "cgroup")
 	if err != nil {
-		return "", "", err
+		return ProcCgroup{}, err
 	}
-	if path, err = ParseProcCgroup(data); err != nil {
-		return "", "", err
+	cg, err := ReadProcCgroup(data, p.host)
+	if err != nil {
+		return ProcCgroup{}, fmt.Errorf("%s/%d/cgroup: %w", p.root, pid, err)
 	}
-	return path, SystemdUnit(data), nil
+	return cg, nil
 }
 
 // CgroupFile returns /proc/PID/cgroup as it reads, every hierarchy's

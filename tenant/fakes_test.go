@@ -2,7 +2,8 @@ package tenant
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -31,12 +32,12 @@ type fakeProc map[uint32]struct {
 }
 
 // Cgroup is the process's cgroup path, its file a v2 host's.
-func (f fakeProc) Cgroup(pid uint32) (string, string, error) {
+func (f fakeProc) Cgroup(pid uint32) (kube.ProcCgroup, error) {
 	p, ok := f[pid]
 	if !ok {
-		return "", "", errors.New("no such process")
+		return kube.ProcCgroup{}, fmt.Errorf("no such process: %w", fs.ErrNotExist)
 	}
-	return p.cgroup, kube.SystemdUnit([]byte("0::" + p.cgroup + "\n")), nil
+	return kube.ReadProcCgroup([]byte("0::"+p.cgroup+"\n"), nil)
 }
 
 func (f fakeProc) Comm(pid uint32) string { return f[pid].comm }

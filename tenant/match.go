@@ -3,7 +3,6 @@ package tenant
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,6 +27,10 @@ type subject struct {
 	// unit is the system manager's service the process runs in, "" for
 	// none or unknown: read whatever the selectors, for the workload
 	unit string
+	// noPod is true where the process's cgroup file says it is in no
+	// pod's place (kube.ProcCgroup.NoPod), or was refused or could not be
+	// read though the process runs: it is given no pod by its devices
+	noPod bool
 
 	gpu     int
 	migUUID string
@@ -190,22 +193,30 @@ func newAttrState() attrState {
 	return attrState{seen: map[string]bool{}, shareLogged: map[string]bool{}, prevCS: map[string]uint64{}, csAcc: map[csKey]float64{}, memo: map[memoKey]string{}, fits: map[string]*gpuFit{}, cgroups: map[string]kube.CgroupInfo{}}
 }
 
-// logCgroupErr logs the first failed cgroup read of a process that is
-// gone (its /proc entry missing: it exited, or the host's /proc is not
-// the one read), and the first that failed otherwise.
+// cgroupUnread says whether a failed read of a process's cgroup file
+// left its place unknown: the process is gone (its /proc entry missing:
+// it exited, or the host's /proc is not the one read), or there is no
+// reader. Any other failure (a file refused for a forged line, a path too
+// long to read) is the process's own doing, and gives it no pod.
+func cgroupUnread(err error) bool {
+	return kube.ProcessGone(err) || errors.Is(err, errNoProcFacts)
+}
+
+// logCgroupErr logs the first failed cgroup read of a process whose place
+// is left unknown (cgroupUnread), and the first that failed otherwise.
 func (a *attrState) logCgroupErr(logger log.Logger, pid uint32, err error) {
-	gone := errors.Is(err, fs.ErrNotExist)
+	unread := cgroupUnread(err)
 	k := 0
-	if gone {
+	if unread {
 		k = 1
 	}
 	if a.cgroupLogged[k] {
 		return
 	}
 	a.cgroupLogged[k] = true
-	msg := "cannot read a GPU process's cgroup; cgroup and kubernetes selectors will not match it"
-	if gone {
-		msg = "a GPU process's /proc entry is gone (it exited since the GPU listed it, or the host's /proc is not visible); cgroup and kubernetes selectors will not match it"
+	msg := "cannot read a GPU process's cgroup; cgroup selectors will not match it, nor kubernetes selectors: it is given no pod"
+	if unread {
+		msg = "a GPU process's cgroup is not known (its /proc entry is gone: it exited since the GPU listed it, or the host's /proc is not visible); cgroup selectors will not match it, kubernetes selectors only by the pod that alone holds its GPU"
 	}
 	level.Warn(logger).Log("msg", msg, "pid", pid, "err", err)
 }
@@ -390,13 +401,14 @@ func (b *Builder) processSubject(compiled *compiledConfig, podMap *kube.Mapping,
 	// restarting a service that runs another tenant's process too
 	if sub.cgroup != "" {
 		sub.unit = kube.SystemdService(sub.cgroup) // the readings' path
-	} else if cg, unit, err := b.proc.Cgroup(p.PID); err != nil {
+	} else if cg, err := b.proc.Cgroup(p.PID); err != nil {
+		sub.noPod = !cgroupUnread(err)
 		if compiled.needCgroup {
 			b.attr.cgroupErrs++
 			b.attr.logCgroupErr(b.logger, p.PID, err)
 		}
 	} else {
-		sub.cgroup, sub.unit = cg, unit
+		sub.cgroup, sub.unit, sub.noPod = cg.Path, cg.Unit, cg.NoPod
 	}
 	ids := gpuDeviceIDs(d)
 	if inst != nil {
@@ -416,7 +428,9 @@ func (b *Builder) processSubject(compiled *compiledConfig, podMap *kube.Mapping,
 		}
 	}
 	if compiled.needCgroup && (podMap != nil || sub.cgroup != "") {
-		placeInPod(sub, podMap, b.attr.parseCgroup(sub.cgroup), ids)
+		cg := b.attr.parseCgroup(sub.cgroup)
+		cg.NoPod = sub.noPod
+		placeInPod(sub, podMap, cg, ids)
 	}
 	return sub
 }

@@ -53,9 +53,12 @@ type PodMapper interface {
 // (kube.ProcReader over /proc).
 type ProcFacts interface {
 	// Cgroup is the cgroup path that best identifies the process
-	// (kube.ParseProcCgroup) and the system manager's service it runs in,
-	// "" for none (kube.SystemdUnit), from one read.
-	Cgroup(pid uint32) (path, unit string, err error)
+	// (kube.ParseProcCgroup), the system manager's service it runs in, ""
+	// for none (kube.SystemdUnit), and whether it is in no pod's place,
+	// from one read (kube.ProcCgroup). An error where the process is gone
+	// (kube.ProcessGone) leaves its place unknown; any other gives it no
+	// pod by its devices.
+	Cgroup(pid uint32) (kube.ProcCgroup, error)
 	Comm(pid uint32) string // "" when unknown
 	UID(pid uint32) int     // -1 when unknown
 }
@@ -66,9 +69,9 @@ type noProcFacts struct{}
 
 var errNoProcFacts = errors.New("no process facts reader (the readings carry no cgroup)")
 
-func (noProcFacts) Cgroup(uint32) (string, string, error) { return "", "", errNoProcFacts }
-func (noProcFacts) Comm(uint32) string                    { return "" }
-func (noProcFacts) UID(uint32) int                        { return -1 }
+func (noProcFacts) Cgroup(uint32) (kube.ProcCgroup, error) { return kube.ProcCgroup{}, errNoProcFacts }
+func (noProcFacts) Comm(uint32) string                     { return "" }
+func (noProcFacts) UID(uint32) int                         { return -1 }
 
 // trackerID identifies a tenant's latency tracking; it changes when the
 // source or the objective changes (the counters then restart): the window

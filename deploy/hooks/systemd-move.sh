@@ -42,8 +42,10 @@ plan=$(cat)
 # subgroup), nothing when there is none: a container's or a pod's process
 # (its runtime's service is not its own: restarting that would restart
 # every container), a session scope, a user manager's unit, a cgroup named
-# like a service below one that is not a slice, a cgroup file that lists a
-# hierarchy or a controller twice.
+# like a service below one that is not a slice, a plain subgroup named by
+# 64 hex digits (a container's, as runc names one), a cgroup file that
+# lists a hierarchy or a controller twice, or hierarchies other than PID
+# 1's.
 unit_of_pid() {
 	f="$PROC_ROOT/$1/cgroup"
 	[ -r "$f" ] || return 0
@@ -51,6 +53,14 @@ unit_of_pid() {
 	# name with a line break in it (the kernel writes names unescaped)
 	if [ -n "$(cut -d: -f1 "$f" | sort | uniq -d)" ] ||
 		[ -n "$(cut -d: -f2 "$f" | tr ',' '\n' | grep -v '^$' | sort | uniq -d)" ]; then
+		return 0
+	fi
+	# the kernel lists the same hierarchies for every process: one that PID
+	# 1's file lacks (a "0::" line on a host with no cgroup2 mounted, where
+	# a kernel before 4.13 let a delegated name=systemd subtree name a
+	# cgroup "x\n0::/...") is forged too
+	if [ -r "$PROC_ROOT/1/cgroup" ] &&
+		[ "$(cut -d: -f1 "$f" | sort)" != "$(cut -d: -f1 "$PROC_ROOT/1/cgroup" | sort)" ]; then
 		return 0
 	fi
 	if grep -Eq 'kubepods|docker|libpod|crio|containerd|\.scope|/user@' "$f"; then
@@ -64,6 +74,10 @@ unit_of_pid() {
 	?*.service) unit=$leaf ;;
 	'' | *[!A-Za-z0-9_-]*) return 0 ;;
 	*)
+		# a container's cgroup, not a subgroup of the service's own
+		if printf '%s\n' "$leaf" | grep -Eq '^[0-9A-Fa-f]{64}$'; then
+			return 0
+		fi
 		unit=${above##*/}
 		above=${above%/*}
 		case "$unit" in ?*.service) ;; *) return 0 ;; esac

@@ -143,17 +143,19 @@ func (f *Finder) readUID(pid uint32) int {
 // readCgroup returns the cgroup path of process pid (kube.ParseProcCgroup's)
 // and the virtual machine's scope it is in (systemMachineScope's), copies
 // that keep no part of the file; errUnanswered where it was not read in
-// time.
+// time. A file with a unified hierarchy's line where the exporter's own
+// has none (no cgroup2 mounted) is refused (cgroupfile.Host): a cgroup
+// name with a line break in it forged the line.
 func (f *Finder) readCgroup(pid uint32) (path, scope string, err error) {
 	b, err := f.readProc(pid, "cgroup", kube.MaxProcBytes)
 	if err != nil {
 		return "", "", err
 	}
-	cg, err := kube.ParseProcCgroup(b)
+	cg, err := kube.ReadProcCgroup(b, f.host)
 	if err != nil {
 		return "", "", err
 	}
-	return strings.Clone(cg), strings.Clone(systemMachineScope(cg)), nil
+	return strings.Clone(cg.Path), strings.Clone(systemMachineScope(cg.Path)), nil
 }
 
 // logEvery is how often, at most, a process's procfs files are said in

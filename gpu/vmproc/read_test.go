@@ -251,10 +251,11 @@ func TestScanReadsClaimantsFiles(t *testing.T) {
 		t.Fatalf("claimants of A: %+v", cs)
 	}
 	pr := kube.NewProcReader(root)
-	cg, _, err := pr.Cgroup(200)
+	pcg, err := pr.Cgroup(200)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cg := pcg.Path
 	if c := cs[0]; c.uid != 107 || c.uid != pr.UID(200) || c.cgroup != cg || c.scope != systemMachineScope(cg) || c.cgroupLate {
 		t.Errorf("claimant %+v, want uid 107, cgroup %q", c, cg)
 	}
@@ -371,5 +372,38 @@ func TestScanLogsLongCommandLine(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "over 1 MiB"); n != 1 || !strings.Contains(logs.String(), "pid=200") {
 		t.Errorf("%d lines of the long command line, want 1 naming PID 200:\n%s", n, logs)
+	}
+}
+
+// TestLegacyHostForgedMachineScope: on a cgroup v1 host with no cgroup2
+// mounted (the exporter's own self/cgroup has no "0::" line), a tenant's
+// service with a delegated name=systemd subtree names a cgroup
+// "x\n0::/machine.slice/machine-qemu\x2d1\x2dvictim.scope" (a kernel
+// before 4.13 takes it): the forged line, listed last as a unified line
+// is, is no VM's evidence; the file is refused. Before, the process was
+// taken for the victim VM's. With cgroup2 mounted the line is the
+// kernel's, and the scope is taken.
+func TestLegacyHostForgedMachineScope(t *testing.T) {
+	const scope = `/machine.slice/machine-qemu\x2d1\x2dvictim.scope`
+	file := "11:memory:/system.slice/tenant.service\n2:cpu,cpuacct:/system.slice/tenant.service\n1:name=systemd:/system.slice/tenant.service/x\n0::" + scope
+	for _, tc := range []struct {
+		name, self, want string
+	}{
+		{"a legacy host", "11:memory:/\n2:cpu,cpuacct:/\n1:name=systemd:/system.slice/vgpu.service\n", ""},
+		{"a hybrid host", "11:memory:/\n2:cpu,cpuacct:/\n1:name=systemd:/system.slice/vgpu.service\n0::/system.slice/vgpu.service\n", scope},
+	} {
+		root := proc(t, nil)
+		writeProcs(t, root, map[int]fakeProc{200: {cmd: qemu(), cgroup: file}})
+		if err := os.MkdirAll(filepath.Join(root, "self"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "self", "cgroup"), []byte(tc.self), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f := New(Options{Proc: root, Clock: gpu.NewManualClock(time.Unix(1e9, 0))})
+		cg, s, err := f.readCgroup(200)
+		if s != tc.want || (tc.want == "") != (err != nil) {
+			t.Errorf("%s: path %q, scope %q, %v; want scope %q", tc.name, cg, s, err, tc.want)
+		}
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
@@ -86,6 +87,7 @@ type key struct{ vm, mdev string }
 // Finder finds VMs' processes under a procfs root.
 type Finder struct {
 	proc, sys   string
+	host        *cgroupfile.Host // proc's self/cgroup: what the kernel lists
 	clock       gpu.Clock
 	rescan      time.Duration
 	readTimeout time.Duration
@@ -140,7 +142,7 @@ func New(o Options) *Finder {
 	if o.Logger == nil {
 		o.Logger = log.NewNopLogger()
 	}
-	return &Finder{proc: o.Proc, sys: o.Sys, clock: o.Clock, rescan: o.Rescan, readTimeout: o.ReadTimeout, logger: o.Logger,
+	return &Finder{proc: o.Proc, sys: o.Sys, host: cgroupfile.NewHost(filepath.Join(o.Proc, "self", "cgroup")), clock: o.Clock, rescan: o.Rescan, readTimeout: o.ReadTimeout, logger: o.Logger,
 		lines:  ratelog.NewKeyed(logEvery, 16),
 		claims: map[string][]claimant{}, found: map[key]claimant{}, unsure: map[key]bool{}, refused: map[key]bool{}, said: map[key]string{},
 		reads: map[string]*call{}, stuck: map[uint32]int{}, readFile: fileread.Regular, readLinks: fdTargets}

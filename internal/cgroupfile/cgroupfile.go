@@ -8,8 +8,11 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // Line is one line of /proc/PID/cgroup: a hierarchy's ID, its controllers
@@ -91,4 +94,48 @@ func Unified(data []byte) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// Host is what the kernel lists in every process's /proc/PID/cgroup, read
+// from the exporter's own file: the unified hierarchy's line, or none
+// where no cgroup2 has been mounted (a legacy cgroup v1 host). On such a
+// host a "0::" line of another process is forged: a kernel before 4.13
+// takes a line break in a cgroup name, and a tenant with a delegated
+// subtree of name=systemd (Delegate=yes) names a cgroup "x\n0::" with the
+// path it likes below it; listed last, as the unified line is, that line
+// is not one Lines can tell from the kernel's. The zero Host (and a nil
+// one) checks nothing.
+type Host struct {
+	self   string // the exporter's own cgroup file; "" checks nothing
+	listed atomic.Bool
+}
+
+// NewHost checks other processes' files against self, the exporter's own
+// /proc/self/cgroup.
+func NewHost(self string) *Host { return &Host{self: self} }
+
+// Check refuses lines, a process's, with a unified line where the
+// exporter's own file has none. The own file is read again while it has
+// none (the kernel lists the unified hierarchy from its first mount on,
+// for every process, and never stops): one read in all on a host with
+// cgroup2, one per checked file with a unified line on a host without.
+// An own file that cannot be read checks nothing.
+func (h *Host) Check(lines []Line) error {
+	if h == nil || h.self == "" || h.listed.Load() {
+		return nil
+	}
+	i := slices.IndexFunc(lines, Line.Unified)
+	if i < 0 {
+		return nil
+	}
+	own, err := os.ReadFile(h.self)
+	if err != nil {
+		return nil
+	}
+	ownLines, err := Lines(own)
+	if err != nil || slices.ContainsFunc(ownLines, Line.Unified) {
+		h.listed.Store(err == nil)
+		return nil
+	}
+	return fmt.Errorf("a unified hierarchy's line, %q, where the kernel lists none (%s has none: no cgroup2 mounted): a cgroup name with a line break in it", "0::"+lines[i].Path, h.self)
 }

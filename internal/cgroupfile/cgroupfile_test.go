@@ -1,6 +1,8 @@
 package cgroupfile
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -97,4 +99,37 @@ func FuzzLines(f *testing.F) {
 			ids[l.ID] = true
 		}
 	})
+}
+
+// TestHostCheck: a process's unified line is refused where the exporter's
+// own file has none (no cgroup2 mounted: the line is forged), taken where
+// it has one, and where the own file cannot be read; the own file is read
+// again while it has none, so that a cgroup2 mounted since is seen.
+func TestHostCheck(t *testing.T) {
+	self := filepath.Join(t.TempDir(), "cgroup")
+	forged, _ := Lines([]byte("4:memory:/t.service\n1:name=systemd:/t.service/x\n0::/victim.service\n"))
+	v1, _ := Lines([]byte("4:memory:/t.service\n1:name=systemd:/t.service\n"))
+	h := NewHost(self)
+	if err := h.Check(forged); err != nil {
+		t.Errorf("own file unread: %v", err)
+	}
+	if err := os.WriteFile(self, []byte("4:memory:/\n1:name=systemd:/vgpu.service\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Check(forged); err == nil || !strings.Contains(err.Error(), `"0::/victim.service"`) || !strings.Contains(err.Error(), self) {
+		t.Errorf("a legacy host: %v, want the forged line refused, naming it and the own file", err)
+	}
+	if err := h.Check(v1); err != nil {
+		t.Errorf("a legacy host, no unified line: %v", err)
+	}
+	if err := os.WriteFile(self, []byte("4:memory:/\n1:name=systemd:/vgpu.service\n0::/vgpu.service\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Check(forged); err != nil {
+		t.Errorf("cgroup2 mounted since: %v", err)
+	}
+	var none *Host
+	if err := none.Check(forged); err != nil {
+		t.Errorf("no host: %v", err)
+	}
 }
