@@ -11,8 +11,7 @@ import (
 // have left. A shared device keeps, each sample, which list each of its
 // processes came from (devTenancy.procs), so that a process is carried
 // forward only while the list that would hold it is refused; one missing
-// from a list that was read has left (docs/tenants.md, "Tenants that
-// come and go").
+// from a list that was read has left (docs/tenants-come-and-go.md).
 
 // refusedSince is when the list a shared device refuses at t began to be
 // refused: the time the sample before gave (prev, zero: read then), else t.
