@@ -454,8 +454,8 @@ type ProcCgroup struct {
 
 // ReadProcCgroup is ParseProcCgroup and SystemdUnit of the contents of
 // /proc/PID/cgroup, and whether they name no pod's place, from one parse;
-// host (nil: none) refuses a unified line that the kernel lists for no
-// process (cgroupfile.Host).
+// host (nil: none) refuses a file whose hierarchies the kernel lists for
+// no process (cgroupfile.Host).
 func ReadProcCgroup(data []byte, host *cgroupfile.Host) (ProcCgroup, error) {
 	lines, err := cgroupfile.Lines(data)
 	if err == nil {

@@ -382,8 +382,9 @@ func (m *Mapping) podsOn(ids ...string) []PodRef {
 // Rule 2 is not applied to a process whose cgroup was read and names a
 // place that is no pod's (NamesNoPod: a login session, a service, a user's
 // slice; or cg.NoPod), but for the containers of the pod whose metadata
-// lists the container ID the path names, outside a user's slice (a node
-// run in a service of a kind nodeRootAt does not know; see ofContainer):
+// lists the container ID the path names, outside a user's slice, below a
+// node's root or where that pod alone holds the device (a node run in a
+// service of a kind nodeRootAt does not know; see ofContainer):
 // the NVIDIA device files are open to
 // every user by default, and a host user's process on a pod's GPU is not
 // the pod's. An unread path (cg.Path "") or one it does not recognise
@@ -459,10 +460,15 @@ func noPodPlace(cg CgroupInfo) bool {
 // them): none without metadata, a container ID, or such a pod among
 // cands, and none in a user's slice, where any login user may name a
 // cgroup of their own after a pod's container (its ID is in every
-// process's /proc/PID/cgroup, for anyone to read).
+// process's /proc/PID/cgroup, for anyone to read). Any process with a
+// subtree delegated to it (a Delegate=yes service's, a container's) may
+// name one so too: the ID is taken only below a node's root (nodeRootAt)
+// or where cands are of one pod, as the device rule alone would give it,
+// never to choose among the pods holding the device.
 func (m *Mapping) ofContainer(cg CgroupInfo, cands []PodRef) []PodRef {
 	cid := cg.ContainerID
-	if m == nil || cid == "" || slices.Contains(strings.Split(cg.Path, "/"), "user.slice") {
+	segs := strings.Split(cg.Path, "/")
+	if m == nil || cid == "" || slices.Contains(segs, "user.slice") || nodeRootAt(segs) < 0 && !onePod(cands) {
 		return nil
 	}
 	var pod, same []PodRef

@@ -40,9 +40,9 @@ func (p ProcReader) read(pid uint32, name string) ([]byte, error) {
 // Cgroup returns, from one read of /proc/PID/cgroup, the path that best
 // identifies the process (see ParseProcCgroup), the system manager's
 // service it runs in, "" for none (see SystemdUnit), and whether it names
-// no pod's place (see ReadProcCgroup). A file with a unified hierarchy's
-// line where the reader's own (the root's self/cgroup) has none is
-// refused: a cgroup name with a line break in it forged it.
+// no pod's place (see ReadProcCgroup). A file whose hierarchies are not
+// those of the reader's own (the root's self/cgroup) is refused: a cgroup
+// name with a line break in it forged a line.
 func (p ProcReader) Cgroup(pid uint32) (ProcCgroup, error) {
 	data, err := p.read(pid, "cgroup")
 	if err != nil {

@@ -41,6 +41,12 @@ func procRootOf(t *testing.T, files map[string]string) string {
 // their /proc/PID/cgroup under root: each one's tenant and workload.
 func onChatsGPU(t *testing.T, root string, pids ...uint32) (tenants, work map[uint32]string) {
 	t.Helper()
+	return onChatsGPUWith(t, kube.NewProcReader(root), pids...)
+}
+
+// onChatsGPUWith is onChatsGPU with pids' cgroup read from proc.
+func onChatsGPUWith(t *testing.T, proc ProcFacts, pids ...uint32) (tenants, work map[uint32]string) {
+	t.Helper()
 	procs := []gpu.Process{podProc(10, "chat", 0.4)}
 	for _, pid := range pids {
 		p := testutil.MIGProc(pid, "python", -1)
@@ -49,7 +55,7 @@ func onChatsGPU(t *testing.T, root string, pids ...uint32) (tenants, work map[ui
 	}
 	d0 := testutil.Device(0, "GPU-0", procs...)
 	d0.Activity.SMActive = gpu.Float(0.7)
-	b := mustBuilder(t, "", BuilderOptions{Pods: fixedPods{podsOn(t, "llm/chat=GPU-0")}, PodTenancy: PodTenancy{ByNamespace: true}, Proc: kube.NewProcReader(root)})
+	b := mustBuilder(t, "", BuilderOptions{Pods: fixedPods{podsOn(t, "llm/chat=GPU-0")}, PodTenancy: PodTenancy{ByNamespace: true}, Proc: proc})
 	s := b.Build(&gpu.Readings{Devices: []gpu.Device{d0}}, gpu.SamplerStats{})
 	tenants, work = map[uint32]string{}, map[uint32]string{}
 	for _, u := range s.Usage {

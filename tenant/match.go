@@ -3,6 +3,7 @@ package tenant
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -195,11 +196,14 @@ func newAttrState() attrState {
 
 // cgroupUnread says whether a failed read of a process's cgroup file
 // left its place unknown: the process is gone (its /proc entry missing:
-// it exited, or the host's /proc is not the one read), or there is no
-// reader. Any other failure (a file refused for a forged line, a path too
-// long to read) is the process's own doing, and gives it no pod.
+// it exited, or the host's /proc is not the one read), the exporter may
+// not open the file (EPERM or EACCES: /proc mounted hidepid=1 and no
+// CAP_SYS_PTRACE, or a Linux security module; no process can make the
+// open fail so), or there is no reader. Any other failure (a file refused
+// for a forged line, a path too long to read) is the process's own doing,
+// and gives it no pod.
 func cgroupUnread(err error) bool {
-	return kube.ProcessGone(err) || errors.Is(err, errNoProcFacts)
+	return kube.ProcessGone(err) || errors.Is(err, fs.ErrPermission) || errors.Is(err, errNoProcFacts)
 }
 
 // logCgroupErr logs the first failed cgroup read of a process whose place

@@ -56,8 +56,8 @@ type ProcFacts interface {
 	// (kube.ParseProcCgroup), the system manager's service it runs in, ""
 	// for none (kube.SystemdUnit), and whether it is in no pod's place,
 	// from one read (kube.ProcCgroup). An error where the process is gone
-	// (kube.ProcessGone) leaves its place unknown; any other gives it no
-	// pod by its devices.
+	// (kube.ProcessGone) or the file may not be opened (fs.ErrPermission)
+	// leaves its place unknown; any other gives it no pod by its devices.
 	Cgroup(pid uint32) (kube.ProcCgroup, error)
 	Comm(pid uint32) string // "" when unknown
 	UID(pid uint32) int     // -1 when unknown

@@ -143,9 +143,10 @@ func (f *Finder) readUID(pid uint32) int {
 // readCgroup returns the cgroup path of process pid (kube.ParseProcCgroup's)
 // and the virtual machine's scope it is in (systemMachineScope's), copies
 // that keep no part of the file; errUnanswered where it was not read in
-// time. A file with a unified hierarchy's line where the exporter's own
-// has none (no cgroup2 mounted) is refused (cgroupfile.Host): a cgroup
-// name with a line break in it forged the line.
+// time. A file whose hierarchies are not those of the exporter's own (a
+// unified line where no cgroup2 is mounted, a hierarchy the host lacks) is
+// refused (cgroupfile.Host): a cgroup name with a line break in it forged
+// the line.
 func (f *Finder) readCgroup(pid uint32) (path, scope string, err error) {
 	b, err := f.readProc(pid, "cgroup", kube.MaxProcBytes)
 	if err != nil {

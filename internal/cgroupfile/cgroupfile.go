@@ -97,45 +97,70 @@ func Unified(data []byte) (string, error) {
 }
 
 // Host is what the kernel lists in every process's /proc/PID/cgroup, read
-// from the exporter's own file: the unified hierarchy's line, or none
-// where no cgroup2 has been mounted (a legacy cgroup v1 host). On such a
-// host a "0::" line of another process is forged: a kernel before 4.13
+// from the exporter's own file: one line for each hierarchy mounted, the
+// same hierarchy IDs with the same controllers for every process (the
+// unified hierarchy's, "0::", where a cgroup2 is mounted; none on a legacy
+// cgroup v1 host). A file with another set is forged: a kernel before 4.13
 // takes a line break in a cgroup name, and a tenant with a delegated
-// subtree of name=systemd (Delegate=yes) names a cgroup "x\n0::" with the
-// path it likes below it; listed last, as the unified line is, that line
+// subtree of name=systemd (Delegate=yes) names a cgroup "x\n0::" or
+// "x\n99:fake:" with the path it likes below it; a line of a hierarchy
+// the host lacks, or a unified line listed last, as the kernel lists it,
 // is not one Lines can tell from the kernel's. The zero Host (and a nil
 // one) checks nothing.
 type Host struct {
-	self   string // the exporter's own cgroup file; "" checks nothing
-	listed atomic.Bool
+	self string                 // the exporter's own cgroup file; "" checks nothing
+	own  atomic.Pointer[string] // its hierarchies (hierarchies' key), once read
 }
 
 // NewHost checks other processes' files against self, the exporter's own
 // /proc/self/cgroup.
 func NewHost(self string) *Host { return &Host{self: self} }
 
-// Check refuses lines, a process's, with a unified line where the
-// exporter's own file has none. The own file is read again while it has
-// none (the kernel lists the unified hierarchy from its first mount on,
-// for every process, and never stops): one read in all on a host with
-// cgroup2, one per checked file with a unified line on a host without.
-// An own file that cannot be read checks nothing.
+// Check refuses lines, a process's, whose hierarchies (IDs and their
+// controllers) are not those of the exporter's own file. The own file's
+// are kept from its first read, and read again where a process's differ
+// (a hierarchy mounted since is listed for every process from its mount
+// on, the exporter's too): one read in all while no hierarchy is mounted
+// or unmounted, and none for a process that lists the same ones. An own
+// file that cannot be read, or that Lines refuses, checks nothing.
 func (h *Host) Check(lines []Line) error {
-	if h == nil || h.self == "" || h.listed.Load() {
+	if h == nil || h.self == "" {
 		return nil
 	}
-	i := slices.IndexFunc(lines, Line.Unified)
-	if i < 0 {
+	theirs := hierarchies(lines)
+	if own := h.own.Load(); own != nil && *own == theirs {
 		return nil
 	}
-	own, err := os.ReadFile(h.self)
+	data, err := os.ReadFile(h.self)
 	if err != nil {
 		return nil
 	}
-	ownLines, err := Lines(own)
-	if err != nil || slices.ContainsFunc(ownLines, Line.Unified) {
-		h.listed.Store(err == nil)
+	ownLines, err := Lines(data)
+	if err != nil {
 		return nil
 	}
-	return fmt.Errorf("a unified hierarchy's line, %q, where the kernel lists none (%s has none: no cgroup2 mounted): a cgroup name with a line break in it", "0::"+lines[i].Path, h.self)
+	own := hierarchies(ownLines)
+	h.own.Store(&own)
+	if own == theirs {
+		return nil
+	}
+	if i := slices.IndexFunc(lines, Line.Unified); i >= 0 && !slices.ContainsFunc(ownLines, Line.Unified) {
+		return fmt.Errorf("a unified hierarchy's line, %q, where the kernel lists none (%s has none: no cgroup2 mounted): a cgroup name with a line break in it", "0::"+lines[i].Path, h.self)
+	}
+	return fmt.Errorf("hierarchies %s, where the kernel lists %s for every process (%s): a cgroup name with a line break in it", theirs, own, h.self)
+}
+
+// hierarchies is the set of lines' hierarchies, "ID:controllers" each,
+// in order of ID, joined by spaces: "[0: 1:name=systemd 4:memory]".
+func hierarchies(lines []Line) string {
+	hs := make([]string, len(lines))
+	for i, l := range lines {
+		hs[i] = l.ID + ":" + l.Controllers
+	}
+	slices.SortFunc(hs, func(a, b string) int {
+		ai, _ := strconv.Atoi(a[:strings.IndexByte(a, ':')])
+		bi, _ := strconv.Atoi(b[:strings.IndexByte(b, ':')])
+		return ai - bi
+	})
+	return "[" + strings.Join(hs, " ") + "]"
 }

@@ -133,3 +133,59 @@ func TestHostCheck(t *testing.T) {
 		t.Errorf("no host: %v", err)
 	}
 }
+
+// TestHostCheckHierarchies: a process's file is refused where its
+// hierarchies (IDs and controllers) are not the exporter's: a line of a
+// hierarchy the host lacks, forged by a cgroup name with a line break in
+// it on a kernel before 4.13 (on a legacy host and on a hybrid one, the
+// forged line before the real unified one), or a hierarchy left out; a
+// file listing the same ones is taken, in any order. A hierarchy mounted
+// since the own file was first read is seen: it is read again.
+func TestHostCheckHierarchies(t *testing.T) {
+	const legacy = "10:memory:/\n2:cpu,cpuacct:/\n1:name=systemd:/vgpu.service\n"
+	const hybrid = legacy + "0::/vgpu.service\n"
+	for _, tc := range []struct {
+		name, self, file string
+		refused          bool
+	}{
+		{"legacy: the same hierarchies", legacy, "10:memory:/t\n2:cpu,cpuacct:/t\n1:name=systemd:/t/x\n", false},
+		{"legacy: another order", legacy, "1:name=systemd:/t/x\n10:memory:/t\n2:cpu,cpuacct:/t\n", false},
+		{"legacy: a hierarchy the host lacks", legacy, "10:memory:/t\n2:cpu,cpuacct:/t\n1:name=systemd:/t/x\n99:fake:/kubepods/burstable/pod1/c\n", true},
+		{"legacy: a hierarchy with other controllers", legacy, "10:memory:/t\n2:cpu:/t\n1:name=systemd:/t/x\n", true},
+		{"legacy: a hierarchy left out", legacy, "10:memory:/t\n1:name=systemd:/t/x\n", true},
+		{"hybrid: the same hierarchies", hybrid, "10:memory:/t\n2:cpu,cpuacct:/t\n1:name=systemd:/t\n0::/t\n", false},
+		{"hybrid: a hierarchy the host lacks before the unified line", hybrid, "10:memory:/t\n2:cpu,cpuacct:/t\n1:name=systemd:/t/x\n99:fake:/kubepods/burstable/pod1/c\n0::/t\n", true},
+		{"v2: the same", "0::/vgpu.service\n", "0::/t\n", false},
+	} {
+		self := filepath.Join(t.TempDir(), "cgroup")
+		if err := os.WriteFile(self, []byte(tc.self), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		lines, err := Lines([]byte(tc.file))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		h := NewHost(self)
+		for range 2 { // the own hierarchies read, then kept
+			if err := h.Check(lines); tc.refused != (err != nil) || err != nil && !strings.Contains(err.Error(), self) {
+				t.Errorf("%s: %v, want refused %v, naming the own file", tc.name, err, tc.refused)
+			}
+		}
+	}
+	self := filepath.Join(t.TempDir(), "cgroup")
+	if err := os.WriteFile(self, []byte(legacy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := NewHost(self)
+	old, _ := Lines([]byte("10:memory:/t\n2:cpu,cpuacct:/t\n1:name=systemd:/t\n"))
+	mounted, _ := Lines([]byte("11:pids:/t\n10:memory:/t\n2:cpu,cpuacct:/t\n1:name=systemd:/t\n"))
+	if err := h.Check(old); err != nil {
+		t.Fatalf("before a mount: %v", err)
+	}
+	if err := os.WriteFile(self, []byte("11:pids:/\n"+legacy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Check(mounted); err != nil {
+		t.Errorf("a hierarchy mounted since the own file was read: %v", err)
+	}
+}
