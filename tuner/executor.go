@@ -28,18 +28,18 @@ import (
 
 // handle guards and applies the actions, GPU by GPU: when one action of a
 // GPU fails, those applied before it on that GPU in this round are rolled
-// back, and those after it are refused untried (the GPU keeps neither
-// the plan's head nor its tail), a revert excepted.
+// back, and those after it that the guards admit are refused untried (the
+// GPU keeps neither the plan's head nor its tail), a revert excepted.
 func (t *Tuner) handle(ctx context.Context, st *State, actions []Action, now time.Time) []Decision {
 	var out []Decision
 	appliedOn := map[string][]Action{}
 	failedOn := map[string]Action{}
 	for _, a := range actions {
+		var after *Action
 		if f, failed := failedOn[a.GPU]; failed && !a.Revert {
-			out = append(out, t.refuseAfterFailure(a, f, now))
-			continue
+			after = &f
 		}
-		d, _ := t.execute(ctx, st, a, now, appliedOn)
+		d, _ := t.execute(ctx, st, a, now, appliedOn, after)
 		if slices.ContainsFunc(d, func(d Decision) bool { return d.GPU == a.GPU && d.Outcome == OutcomeFailed }) {
 			failedOn[a.GPU] = a
 		}
@@ -51,23 +51,30 @@ func (t *Tuner) handle(ctx context.Context, st *State, actions []Action, now tim
 // refuseAfterFailure refuses a, an action of a GPU on which failed, an
 // action before it in the round, failed: what the round applied there was
 // rolled back, and a goes with it. It is journaled and counted as a
-// refusal, and its target backs off as the others of the plan.
+// refusal, but teaches the guards nothing: a is not backed off (nor
+// marked asked for by the baselines' retry), so that it is tried in the
+// rounds failed's target backs off, not behind it at every one of its
+// tries (one target failing at every try would keep the GPU's other
+// changes for good).
 func (t *Tuner) refuseAfterFailure(a, failed Action, now time.Time) Decision {
 	why := failed.Target.String() + " failed before it in the round, and what the round applied on the GPU was rolled back"
-	t.trackProc(a.Target, now) // (its back-off is kept as a refusal's)
+	t.trackProc(a.Target, now)
 	t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
 		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
 	d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: valueText(a.Current), To: a.Want.String(),
 		Outcome: OutcomeRefused, Reason: joinReasons(a.Reason, "refused, not tried: "+why)}
-	return t.finish(a, d, now, errors.New(why))
+	return t.report(a, d, now)
 }
 
 // execute runs one action through the guard chain and, where its GPU's
 // mode allows (a plan's: every GPU's it changes, actionMode), applies it.
 // appliedOn holds the actions applied in this round by GPU, which a
-// failure rolls back. It returns the decisions and whether the action
-// took (or, for a MIG relayout, started).
-func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time, appliedOn map[string][]Action) ([]Decision, bool) {
+// failure rolls back; after, where not nil, the action of its GPU that
+// failed before it in the round, which refuses it once the guards admit
+// it (a hook's wait, a restore's hold and a guard's refusal, the kill
+// switch's, come first, as for any action). It returns the decisions and
+// whether the action took (or, for a MIG relayout, started).
+func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time, appliedOn map[string][]Action, after *Action) ([]Decision, bool) {
 	mode := t.actionMode(a)
 	if mode == ModeOff {
 		return nil, false
@@ -83,6 +90,9 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	if quiet {
 		t.keepJudgement(a)
 		return nil, false // asked for already, and waiting: not a new decision
+	}
+	if ok && after != nil {
+		return []Decision{t.refuseAfterFailure(a, *after, now)}, false
 	}
 	jerr := t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
 		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
@@ -276,6 +286,16 @@ func (t *Tuner) finish(a Action, d Decision, now time.Time, err error) Decision 
 // (the baselines' retry does not ask it again at once), the journal and
 // the log what is in force.
 func (t *Tuner) finishAsked(a, asked Action, d Decision, now time.Time, err error) Decision {
+	return t.conclude(a, &asked, d, now, err)
+}
+
+// report is finish teaching the guards nothing.
+func (t *Tuner) report(a Action, d Decision, now time.Time) Decision {
+	return t.conclude(a, nil, d, now, nil)
+}
+
+// conclude is finishAsked; asked nil: no guard learns the outcome.
+func (t *Tuner) conclude(a Action, asked *Action, d Decision, now time.Time, err error) Decision {
 	t.journal(Record{Time: now, Event: string(d.Outcome), Target: a.Target, Tenant: a.Tenant,
 		From: encodeValue(a.Current), To: encodeValue(a.Want), Guard: d.Guard, Reason: d.Reason})
 	t.counts.Actions[ActionKey{Knob: a.Knob, Outcome: d.Outcome}]++
@@ -285,7 +305,9 @@ func (t *Tuner) finishAsked(a, asked Action, d Decision, now time.Time, err erro
 	if a.HoldLeft && d.Applied && t.o.Hold != nil && a.Current != nil {
 		t.o.Hold.Block(a.Target, a.Current, now)
 	}
-	t.chain().Record(asked, d.Outcome, err, now)
+	if asked != nil {
+		t.chain().Record(*asked, d.Outcome, err, now)
+	}
 	unjournaled := d.Outcome == OutcomeRecommended && t.journalHeldOn[a.GPU]
 	if d.Outcome != OutcomeGuarded && !unjournaled {
 		delete(t.refused, a.Target.String())

@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
 // tenantRestarts is a recorder that keeps the tenant of each restart.
@@ -291,5 +293,109 @@ func TestChangeFromAValueNotRead(t *testing.T) {
 				t.Errorf("%d originals journaled, want %d", n, originals)
 			}
 		})
+	}
+}
+
+// restartFailsFor fails every client restart of one PID (a client whose
+// restart hook always exits non-zero); the others succeed.
+type restartFailsFor struct {
+	*recorder
+	pid uint32
+}
+
+func (f *restartFailsFor) RestartClient(ctx context.Context, uuid string, pid uint32, tn string) error {
+	err := f.recorder.RestartClient(ctx, uuid, pid, tn)
+	if pid == f.pid {
+		return errors.New("restart hook exited 1")
+	}
+	return err
+}
+
+// twoClients is an MPS GPU of two clients, PIDs 7 and 8.
+func twoClients(at time.Time) *tenant.Snapshot {
+	return snapshot(at, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(7, nil), mpsProc(8, nil)}}}, nil)
+}
+
+// countCalls is how many of calls begin with prefix.
+func countCalls(calls []string, prefix string) int {
+	n := 0
+	for _, c := range calls {
+		if strings.HasPrefix(c, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// One action of a GPU that fails at every try does not keep the GPU's
+// other actions from it: those refused behind its failure teach no guard,
+// and are tried in the rounds it backs off (before, they backed off on
+// its very schedule and came back behind it, refused again, for good),
+// whether it is a change (a client whose restart always fails) or a
+// revert failing at every try (a clock give-back against a violation).
+func TestFailingActionDoesNotStarveItsGPU(t *testing.T) {
+	a7 := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 7}, Tenant: "etl", Current: Fraction(1), Want: Fraction(0.4), Restart: true, Reason: "cap etl"}
+	a8 := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 8}, Tenant: "train", Current: Fraction(1), Want: Fraction(0.4), Restart: true, Reason: "cap train"}
+	giveBack := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}, Current: ClockRange{MinMHz: 1200, MaxMHz: 1200}, Want: ClockRange{}, Revert: true,
+		Reason: "vision violates its SLO: give the SM clock back"}
+	for _, tc := range []struct {
+		name    string
+		actions []Action
+		fail    func(*recorder) any
+	}{
+		{"client restart failing", []Action{a7, a8}, func(rec *recorder) any { return &restartFailsFor{recorder: rec, pid: 7} }},
+		{"revert failing", []Action{giveBack, a8}, func(rec *recorder) any {
+			rec.Errs = map[string]error{"LockClocks": errors.New("nvml: Unknown Error")}
+			return rec
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{}
+			clk := gpu.NewManualClock(t0)
+			tu, err := New(Options{Policy: fixed(tc.actions), Guards: DefaultGuards(nil, nil), Actuators: ActuatorsOf(tc.fail(rec)), Clock: clk, Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			refused := 0
+			for range 8 { // 2 minutes
+				ds, err := tu.RunOnce(context.Background(), twoClients(clk.Now()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range ds {
+					if d.Outcome == OutcomeRefused && strings.Contains(d.Reason, "failed before it in the round") {
+						refused++
+					}
+				}
+				clk.Advance(DefaultInterval)
+			}
+			if countCalls(rec.Calls, "SetMPSActiveThreads(GPU-0,8") == 0 {
+				t.Errorf("train's cap (PID 8, whose client restarts fine) never tried in 2 minutes, refused %d times behind the failing action; calls %q", refused, rec.Calls)
+			}
+		})
+	}
+}
+
+// With the kill switch engaged, a change of a GPU behind a revert that
+// failed there is the kill switch's refusal, counted as its others (before,
+// it was refused untried behind the failure, and the kill switch's count
+// left it out).
+func TestKillSwitchRefusesBehindAFailedRevert(t *testing.T) {
+	rec := &recorder{}
+	rec.Errs = map[string]error{"LockClocks": errors.New("nvml: Unknown Error")}
+	giveBack := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}, Current: ClockRange{MinMHz: 1200, MaxMHz: 1200}, Want: ClockRange{}, Revert: true, Reason: "give the SM clock back"}
+	capTrain := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 8}, Tenant: "train", Current: Fraction(1), Want: Fraction(0.4), Restart: true, Reason: "cap train"}
+	kill := &KillSwitch{}
+	kill.Engaged.Store(true)
+	tu, err := New(Options{Policy: fixed{giveBack, capTrain}, Guards: DefaultGuards(kill, nil), Actuators: ActuatorsOf(rec), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := tu.RunOnce(context.Background(), twoClients(t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 2 || ds[0].Outcome != OutcomeFailed || ds[1].Outcome != OutcomeGuarded || ds[1].Guard != GuardKillSwitch || tu.Status().Counts.Refusals[GuardKillSwitch] != 1 {
+		t.Errorf("decisions %v, refusals %v: want the revert failed, then train's cap refused by the kill switch", ds, tu.Status().Counts.Refusals)
 	}
 }

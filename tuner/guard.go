@@ -415,8 +415,10 @@ func (h *Hysteresis) Admit(_ *State, a Action, now time.Time) (bool, string) {
 
 // Backoff refuses a change to a target for a while after the actuator
 // refused or failed one: Base after the first, doubling to Max; a success
-// resets it. A revert passes: it sets back what the tuner changed, and a
-// refused change of the same setting must not keep the one before it.
+// resets it. A revert passes a back-off left by a change: it sets back
+// what the tuner changed, and a refused change of the same setting must
+// not keep the one before it; a back-off left by a revert holds a revert
+// as any change (one failing at every try is not tried at every round).
 type Backoff struct {
 	Base, Max time.Duration
 	mu        sync.Mutex
@@ -426,6 +428,8 @@ type Backoff struct {
 type backoffState struct {
 	until time.Time
 	next  time.Duration
+	// revert: the back-off was left by a revert's refusal or failure.
+	revert bool
 }
 
 // Name returns "backoff".
@@ -435,7 +439,7 @@ func (*Backoff) Name() string { return GuardBackoff }
 func (b *Backoff) Admit(_ *State, a Action, now time.Time) (bool, string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if s, ok := b.state[a.Target.String()]; ok && now.Before(s.until) && !a.Revert {
+	if s, ok := b.state[a.Target.String()]; ok && now.Before(s.until) && (!a.Revert || s.revert) {
 		return false, fmt.Sprintf("backing off after a refusal or failure: %v left", s.until.Sub(now).Round(time.Second))
 	}
 	return true, ""
@@ -459,6 +463,7 @@ func (b *Backoff) Record(a Action, o Outcome, _ error, now time.Time) {
 		}
 		s.until = now.Add(s.next)
 		s.next = min(2*s.next, b.Max)
+		s.revert = a.Revert
 		b.state[k] = s
 	}
 }

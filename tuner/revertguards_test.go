@@ -1,10 +1,15 @@
 package tuner
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/latency"
@@ -124,5 +129,43 @@ func TestRevertIfWorseJudgedAgainAfterARefusal(t *testing.T) {
 				t.Errorf("the relaxed power limit that made vision late is never reverted (calls %q)", rec.Calls)
 			}
 		})
+	}
+}
+
+// A revert passes a back-off left by another change, not the one its own
+// failure left: a clock give-back the actuator fails at every try, which
+// the policy proposes at every round while a tenant violates its SLO, is
+// tried at 0, 30 s, 90 s and 210 s in 5 minutes (before, at every 15 s
+// round: 20 tries, 20 warnings and their journal records).
+func TestFailingRevertBacksOff(t *testing.T) {
+	rec := &recorder{}
+	clk := gpu.NewManualClock(t0)
+	giveBack := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}, Current: ClockRange{MinMHz: 1200, MaxMHz: 1200}, Want: ClockRange{}, Revert: true, HoldLeft: true,
+		Reason: "vision violates its SLO: give the SM clock back"}
+	var logBuf bytes.Buffer
+	j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+	defer j.Close()
+	tu, err := New(Options{Policy: fixed{giveBack}, Guards: DefaultGuards(nil, nil), Actuators: ActuatorsOf(rec), Clock: clk, Mode: ModeEnforce,
+		Journal: j, Logger: log.NewLogfmtLogger(&logBuf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Errs = map[string]error{"LockClocks": errors.New("nvml: Unknown Error")}
+	failed := 0
+	for range 20 { // 5 minutes at the default interval
+		ds, err := tu.RunOnce(context.Background(), twoClients(clk.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if d.Outcome == OutcomeFailed {
+				failed++
+			}
+		}
+		clk.Advance(DefaultInterval)
+	}
+	if n, warns := countCalls(rec.Calls, "LockClocks"), strings.Count(logBuf.String(), "level=warn"); n != 4 || failed != 4 || warns != 4 {
+		t.Errorf("a revert failing at every try tried %d times in 5 minutes (%d failed decisions, %d warnings, journal of %d bytes), want 4",
+			n, failed, warns, len(readFile(t, j.Path())))
 	}
 }

@@ -108,7 +108,7 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 	}
 	m.lastPlan = now
 	a := planAction(st, plan)
-	out, applied := t.execute(ctx, st, a, now, map[string][]Action{})
+	out, applied := t.execute(ctx, st, a, now, map[string][]Action{}, nil)
 	if _, started := t.hooks[a.Target.String()]; applied && !started {
 		t.notePlanApplied(plan, now)
 	}

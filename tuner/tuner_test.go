@@ -181,17 +181,24 @@ func TestFailureRollsBackAndBacksOff(t *testing.T) {
 		st.Counts.Actions[ActionKey{gpu.KnobMPSActiveThreads, OutcomeRefused}] != 1 || st.Counts.Reverts != 1 {
 		t.Errorf("counts %+v", st.Counts)
 	}
-	// Every target backs off: the next round is refused by the backoff guard.
+	// The failed and the rolled-back targets back off: the next round the
+	// backoff guard refuses them; the third, refused untried, is not backed
+	// off, and is applied.
 	rec.Calls = nil
 	clk.Advance(30 * time.Second)
 	ds, _ = tu.RunOnce(context.Background(), snap(clk.Now()))
+	outcomes = nil
 	for _, d := range ds {
-		if d.Outcome != OutcomeGuarded || d.Guard != GuardBackoff {
+		outcomes = append(outcomes, d.Outcome)
+		if d.Outcome == OutcomeGuarded && d.Guard != GuardBackoff {
 			t.Errorf("during back-off: %v", d)
 		}
 	}
-	if len(rec.Calls) != 0 || tu.Status().Counts.Refusals[GuardBackoff] != 3 {
-		t.Errorf("calls %q, refusals %v", rec.Calls, tu.Status().Counts.Refusals)
+	if !slices.Equal(outcomes, []Outcome{OutcomeGuarded, OutcomeGuarded, OutcomeApplied}) {
+		t.Errorf("during back-off: %v", ds)
+	}
+	if want := []string{"SetMPSActiveThreads(GPU-0,9,0.3000)", "RestartClient(GPU-0,9)"}; !slices.Equal(rec.Calls, want) || tu.Status().Counts.Refusals[GuardBackoff] != 2 {
+		t.Errorf("calls %q, want %q; refusals %v", rec.Calls, want, tu.Status().Counts.Refusals)
 	}
 	clk.Advance(time.Minute)
 	if ds, _ = tu.RunOnce(context.Background(), snap(clk.Now())); len(ds) == 0 || ds[0].Outcome != OutcomeApplied {

@@ -2,9 +2,11 @@ package baseline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -375,5 +377,46 @@ func TestBaselineMPSHeld(t *testing.T) {
 				t.Errorf("actions %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// restartFails1 fails every restart of PID 1's client.
+type restartFails1 struct{ *fakeControl }
+
+func (f restartFails1) RestartClient(ctx context.Context, uuid string, pid uint32, tn string) error {
+	err := f.fakeControl.RestartClient(ctx, uuid, pid, tn)
+	if pid == 1 {
+		return errors.New("restart hook exited 1")
+	}
+	return err
+}
+
+// static-equal on an MPS GPU of three tenants, one of whose client
+// restarts always fails (PID 1, first by PID), caps the other two within
+// its first two minutes (before, they were refused behind the failing one
+// at every retry, never capped).
+func TestStaticEqualCapsPastABrokenClient(t *testing.T) {
+	devs := []gpu.Device{{UUID: "GPU-a", Up: true, Mode: gpu.SharingMPS, Processes: []gpu.Process{mpsProc(1, gpu.Float(1)), mpsProc(2, gpu.Float(1)), mpsProc(3, gpu.Float(1))}}}
+	usage := []tenant.Usage{
+		{Tenant: "etl", UUID: "GPU-a", PIDs: []uint32{1}},
+		{Tenant: "chat", UUID: "GPU-a", PIDs: []uint32{2}},
+		{Tenant: "train", UUID: "GPU-a", PIDs: []uint32{3}},
+	}
+	ctl := &fakeControl{}
+	act := tuner.ActuatorsOf(restartFails1{ctl})
+	p := NewStaticEqual()
+	ctx := context.Background()
+	if err := p.Init(ctx, act, snapshot(t0, devs, usage)); err != nil {
+		t.Fatal(err)
+	}
+	for at := 10 * time.Second; at <= 2*time.Minute; at += 10 * time.Second {
+		if _, err := p.Observe(ctx, act, snapshot(t0.Add(at), devs, usage)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, pid := range []string{"2", "3"} {
+		if !slices.ContainsFunc(ctl.Calls, func(c string) bool { return strings.HasPrefix(c, "SetMPSActiveThreads(GPU-a,"+pid+",") }) {
+			t.Errorf("PID %s never capped in 2 minutes behind etl's failing restart: calls %q", pid, ctl.Calls)
+		}
 	}
 }
