@@ -462,13 +462,13 @@ func noPodPlace(cg CgroupInfo) bool {
 // cgroup of their own after a pod's container (its ID is in every
 // process's /proc/PID/cgroup, for anyone to read). Any process with a
 // subtree delegated to it (a Delegate=yes service's, a container's) may
-// name one so too: the ID is taken only below a node's root (nodeRootAt)
-// or where cands are of one pod, as the device rule alone would give it,
-// never to choose among the pods holding the device.
+// name one so too, below a node's root as elsewhere: the ID is taken
+// only where cands are of one pod, as the device rule alone would give
+// it, never to choose among the pods holding the device.
 func (m *Mapping) ofContainer(cg CgroupInfo, cands []PodRef) []PodRef {
 	cid := cg.ContainerID
 	segs := strings.Split(cg.Path, "/")
-	if m == nil || cid == "" || slices.Contains(segs, "user.slice") || nodeRootAt(segs) < 0 && !onePod(cands) {
+	if m == nil || cid == "" || slices.Contains(segs, "user.slice") || !onePod(cands) {
 		return nil
 	}
 	var pod, same []PodRef

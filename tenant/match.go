@@ -144,11 +144,12 @@ type attrState struct {
 	conflicts      int
 	conflictsTotal uint64
 	cgroupErrs     uint64
-	// cgroupLogged: whether a read of a process that is gone, and one
-	// that failed otherwise, were logged; each is logged once, so that a
-	// process that exited since the GPU listed it does not hide a /proc
-	// that cannot be read
-	cgroupLogged [2]bool
+	// cgroupLogged: whether a read that failed otherwise, one of a process
+	// that is gone, and one the exporter may not make were logged; each is
+	// logged once, so that a process that exited since the GPU listed it
+	// hides neither a /proc that cannot be read nor one the exporter may
+	// not read
+	cgroupLogged [3]bool
 	// previous device context-switch counter, by device UUID
 	prevCS map[string]uint64
 	// accumulated context switches, by device and tenant
@@ -209,19 +210,19 @@ func cgroupUnread(err error) bool {
 // logCgroupErr logs the first failed cgroup read of a process whose place
 // is left unknown (cgroupUnread), and the first that failed otherwise.
 func (a *attrState) logCgroupErr(logger log.Logger, pid uint32, err error) {
-	unread := cgroupUnread(err)
-	k := 0
-	if unread {
-		k = 1
+	k, msg := 0, "cannot read a GPU process's cgroup; cgroup selectors will not match it, nor kubernetes selectors: it is given no pod"
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		// the exporter's own setting, on every sample: a line of its own,
+		// not hidden behind a process that exited
+		k, msg = 2, "the exporter may not read a GPU process's cgroup (/proc mounted hidepid=1 or hidepid=noaccess without CAP_SYS_PTRACE, or a Linux security module); cgroup selectors will not match it, kubernetes selectors only by the pod that alone holds its GPU"
+	case cgroupUnread(err):
+		k, msg = 1, "a GPU process's cgroup is not known (its /proc entry is gone: it exited since the GPU listed it, or the host's /proc is not visible); cgroup selectors will not match it, kubernetes selectors only by the pod that alone holds its GPU"
 	}
 	if a.cgroupLogged[k] {
 		return
 	}
 	a.cgroupLogged[k] = true
-	msg := "cannot read a GPU process's cgroup; cgroup selectors will not match it, nor kubernetes selectors: it is given no pod"
-	if unread {
-		msg = "a GPU process's cgroup is not known (its /proc entry is gone: it exited since the GPU listed it, or the host's /proc is not visible); cgroup selectors will not match it, kubernetes selectors only by the pod that alone holds its GPU"
-	}
 	level.Warn(logger).Log("msg", msg, "pid", pid, "err", err)
 }
 
