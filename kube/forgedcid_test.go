@@ -13,8 +13,9 @@ import (
 // between two pods, ml/trainer and ns/other, so the device rule alone
 // gives a process on it no pod. A process in a cgroup subtree delegated to
 // it (a Delegate=yes service, a docker container's, an nspawn container
-// that runs no node) names a cgroup after ml/trainer's container (its ID
-// is world-readable): it is given no pod, the container ID not taken to
+// that runs no node, or any of these inside a node machinectl runs)
+// names a cgroup after ml/trainer's container (its ID is world-readable):
+// it is given no pod, the container ID not taken to
 // choose among the GPU's pods. Before, it was given ml/trainer. A
 // process of the other pod's container that names a cgroup so keeps its
 // own pod.
@@ -45,6 +46,9 @@ func TestContainerIDInDelegatedSubtreeOnSharedGPU(t *testing.T) {
 		{"a Delegate=yes service, podman's prefix", "/system.slice/tenant.service/libpod-" + cid + ".scope", ""},
 		{"a docker container's delegated subtree", "/system.slice/docker-" + strings.Repeat("cd", 32) + ".scope/x.service/" + forged, ""},
 		{"an nspawn container (no node) in machine-NAME.scope", "/machine.slice/machine-box.scope/payload/system.slice/x.service/" + forged, ""},
+		// below a node's root as elsewhere (before, the root let it through)
+		{"a Delegate=yes service inside a machinectl node", "/machine.slice/systemd-nspawn@node1.service/payload/system.slice/tenant.service/" + forged, ""},
+		{"a docker subtree inside a machinectl node", "/machine.slice/systemd-nspawn@node1.service/payload/system.slice/docker-" + strings.Repeat("cd", 32) + ".scope/x.service/" + forged, ""},
 		// the other pod nests a cgroup named after the victim's container
 		{"the other pod's container, cgroupfs", "/kubepods/burstable/pod" + otherUID + "/" + ocid + "/" + forged, "other"},
 		{"the other pod's container, systemd", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(otherUID, "-", "_") + ".slice/cri-containerd-" + ocid + ".scope/" + forged, "other"},
