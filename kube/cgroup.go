@@ -85,7 +85,7 @@ func ParseCgroupPath(path string) CgroupInfo {
 		if s == "" {
 			continue
 		}
-		if !inKube && (s == "user.slice" || isServiceName(s)) {
+		if !inKube && ownedSegment(s) {
 			owned = true // what lies below is the user's or the service's to name
 		}
 		if kubepodsSegment(s) && !owned {
@@ -146,7 +146,7 @@ func NamesNoPod(path string) bool {
 		switch {
 		case kubepodsSegment(s):
 			return false
-		case s == "user.slice" || isServiceName(s):
+		case ownedSegment(s):
 			return true
 		}
 	}
@@ -378,6 +378,16 @@ func isVMIDScope(seg string) bool {
 	return strings.Trim(id, "0123456789") == ""
 }
 
+// ownedSegment says whether a cgroup path's segment is a place whose
+// subtree its owner may shape: a user's slice, or any service (a user's
+// manager user@UID.service, a Delegate=yes service).
+func ownedSegment(seg string) bool { return seg == "user.slice" || isServiceName(seg) }
+
+// InUserSlice says whether the cgroup path is in a user's slice, where any
+// login user may name cgroups of their own.
+func InUserSlice(path string) bool { return slices.Contains(strings.Split(path, "/"), "user.slice") }
+
+// isServiceName says whether seg names a systemd service unit.
 func isServiceName(seg string) bool {
 	return len(seg) > len(".service") && strings.HasSuffix(seg, ".service")
 }

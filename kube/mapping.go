@@ -467,8 +467,7 @@ func noPodPlace(cg CgroupInfo) bool {
 // it, never to choose among the pods holding the device.
 func (m *Mapping) ofContainer(cg CgroupInfo, cands []PodRef) []PodRef {
 	cid := cg.ContainerID
-	segs := strings.Split(cg.Path, "/")
-	if m == nil || cid == "" || slices.Contains(segs, "user.slice") || !onePod(cands) {
+	if m == nil || cid == "" || InUserSlice(cg.Path) || !onePod(cands) {
 		return nil
 	}
 	var pod, same []PodRef

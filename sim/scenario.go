@@ -334,8 +334,7 @@ const maxEvents = 10_000
 
 // listBounds are the scenario's lists and their bounds, checked on the
 // YAML tree before it is decoded: decoding builds the tree again, and each
-// element (a 4 MiB file of events took about 370 MB to load, one of
-// tenants about 570 MB to be refused).
+// element (what a 4 MiB file costs either way: docs/simulator.md, Limits).
 var listBounds = []struct {
 	key, what string
 	max       int
@@ -343,9 +342,9 @@ var listBounds = []struct {
 
 // maxNodes bounds the nodes of a scenario's YAML tree (keys, values, list
 // items; an alias one), whatever their place: far above the largest
-// scenario the list bounds let through (about 250,000), far below a 4 MiB
-// file of short items (2 million), whose decoding took 880 MB to refuse a
-// list in the place of a string.
+// scenario the list bounds let through (about 250,000, an estimate from
+// the richest built-in tenant's and event's nodes), far below a 4 MiB file
+// of short items (over a million), whose decoding cost the most memory.
 const maxNodes = 500_000
 
 // checkListSizes refuses a list over its bound (listBounds), at the line

@@ -146,7 +146,7 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 	fitIndex := map[*gpuFit]int{}
 	for di := range r.Devices {
 		d := &r.Devices[di]
-		if d.Up && !d.MIGEnabled && len(d.MIG) == 0 {
+		if d.Up && wholeGPU(d) {
 			sd := b.sharedContexts(compiled, podMap, d)
 			shared[di] = sd
 			i, ok := fitIndex[sd.fit]
@@ -444,7 +444,7 @@ func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping,
 		h := heldProc{tenant: a.tenant, mps: procList(p)}
 		if p.MPSActiveThreads != nil && *p.MPSActiveThreads > 0 {
 			a.addReserve(*p.MPSActiveThreads)
-			h.reserved, h.reserve = true, *p.MPSActiveThreads
+			h.reserve = *p.MPSActiveThreads
 		}
 		curT.procs[p.PID] = h
 		ctxs = append(ctxs, newCtx(a.processCtx(p)))

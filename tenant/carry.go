@@ -51,9 +51,7 @@ func (b *Builder) carryShared(sd *sharedDevice, prevT *devTenancy) {
 	if prevT == nil {
 		return
 	}
-	carry := func(since time.Time) bool {
-		return !since.IsZero() && (keep <= 0 || t.Sub(since) <= keep)
-	}
+	carry := func(since time.Time) bool { return !since.IsZero() && carrying(since, t, keep) }
 	carryCompute, carryMPS := carry(curT.computeSince), carry(curT.mpsSince)
 	// each tenant's processes of the sample before: how many, how many of
 	// them are carried, and how many left
@@ -83,7 +81,7 @@ func (b *Builder) carryShared(sd *sharedDevice, prevT *devTenancy) {
 		a.procs++
 		a.listed++
 		a.memUnknown++
-		if h.reserved {
+		if h.reserve > 0 {
 			a.addReserve(h.reserve)
 		}
 		curT.procs[pid] = h
@@ -143,7 +141,13 @@ func (b *Builder) carryMIG(prevT, curT *devTenancy, uuid string) bool {
 	t := b.attr.interval.at
 	since := refusedSince(true, prev, t)
 	curT.migSince[uuid] = since
-	return b.departed.keep <= 0 || t.Sub(since) <= b.departed.keep
+	return carrying(since, t, b.departed.keep)
+}
+
+// carrying says whether a list refused since since is carried at t: for
+// at most keep (--tenants.departed-retention; 0: no bound).
+func carrying(since, t time.Time, keep time.Duration) bool {
+	return keep <= 0 || t.Sub(since) <= keep
 }
 
 // carriedShares are the tenants' shares of a shared device's figure dev

@@ -43,7 +43,7 @@ func (b *Builder) keptContextSwitches(compiled *compiledConfig, r *gpu.Readings,
 	counting := map[string]int{} // UUID: index
 	for i := range r.Devices {
 		// a MIG GPU's counts no tenant's (not per instance): none served
-		if d := &r.Devices[i]; d.Up && d.ContextSwitchesTotal != nil && !d.MIGEnabled && len(d.MIG) == 0 {
+		if d := &r.Devices[i]; d.Up && d.ContextSwitchesTotal != nil && wholeGPU(d) {
 			counting[d.UUID] = d.Index
 		}
 	}
@@ -62,3 +62,7 @@ func (b *Builder) keptContextSwitches(compiled *compiledConfig, r *gpu.Readings,
 	})
 	return out
 }
+
+// wholeGPU says whether d is read as one GPU: MIG off, and no MIG
+// instance listed.
+func wholeGPU(d *gpu.Device) bool { return !d.MIGEnabled && len(d.MIG) == 0 }

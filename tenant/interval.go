@@ -38,12 +38,11 @@ type sharedHeld struct {
 // heldProc is a process of a shared device's process lists (not inside a
 // VM) at one sample: its tenant, whether it came from the MPS clients'
 // list (else the compute list), and what it reserves as an MPS client
-// (reserved false: nothing).
+// (0: nothing).
 type heldProc struct {
-	tenant   string
-	mps      bool
-	reserved bool
-	reserve  float64
+	tenant  string
+	mps     bool
+	reserve float64
 }
 
 // devTenancy is one sample's tenancy of a device.

@@ -63,7 +63,7 @@ func (t *Tuner) refuseAfterFailure(a, failed Action, now time.Time) Decision {
 		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
 	d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: valueText(a.Current), To: a.Want.String(),
 		Outcome: OutcomeRefused, Reason: joinReasons(a.Reason, "refused, not tried: "+why)}
-	return t.report(a, d, now)
+	return t.conclude(a, nil, d, now, nil) // no guard learns of it
 }
 
 // execute runs one action through the guard chain and, where its GPU's
@@ -287,11 +287,6 @@ func (t *Tuner) finish(a Action, d Decision, now time.Time, err error) Decision 
 // the log what is in force.
 func (t *Tuner) finishAsked(a, asked Action, d Decision, now time.Time, err error) Decision {
 	return t.conclude(a, &asked, d, now, err)
-}
-
-// report is finish teaching the guards nothing.
-func (t *Tuner) report(a Action, d Decision, now time.Time) Decision {
-	return t.conclude(a, nil, d, now, nil)
 }
 
 // conclude is finishAsked; asked nil: no guard learns the outcome.
@@ -658,7 +653,7 @@ func (t *Tuner) dropOriginal(k string) {
 // than one record holds (maxJournalPIDs): the change it journals is not
 // made, and the error names the tenant, how many and the bound.
 func tooManyProcesses(rec Record) error {
-	n := max(len(rec.PIDs), len(rec.Others))
+	n := pidsNamed(rec)
 	if n <= maxJournalPIDs {
 		return nil
 	}

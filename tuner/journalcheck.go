@@ -46,8 +46,11 @@ func validRecord(r Record) error {
 	if len(r.Others) > 0 && !restarted {
 		return errors.New("other processes named outside a restarted record")
 	}
+	if n := pidsNamed(r); n > maxJournalPIDs {
+		return fmt.Errorf("%d processes (at most %d, none 0)", n, maxJournalPIDs)
+	}
 	for _, pids := range [][]uint32{r.PIDs, r.Others} {
-		if len(pids) > maxJournalPIDs || slices.Contains(pids, 0) {
+		if slices.Contains(pids, 0) {
 			return fmt.Errorf("%d processes (at most %d, none 0)", len(pids), maxJournalPIDs)
 		}
 	}
@@ -121,3 +124,8 @@ func validValue(v Value) error {
 	}
 	return nil
 }
+
+// pidsNamed is how many processes record r names in one of its lists, the
+// most a record holds being maxJournalPIDs (checked when it is read, and
+// before a change is journaled: tooManyProcesses).
+func pidsNamed(r Record) int { return max(len(r.PIDs), len(r.Others)) }

@@ -110,10 +110,12 @@ func (s *State) knob(uuid string, k gpu.Knob) (a KnobAvailability, off, found bo
 func (s *State) Receives(from, to string) bool {
 	f, fok := s.Modes[from]
 	m, tok := s.Modes[to]
-	if fok && f == ModeOff || tok && m == ModeOff {
-		return false
+	if fok && tok {
+		// the move is made in the safer of the two (actionMode)
+		safer := saferMode(f, m)
+		return safer == f && safer != ModeOff
 	}
-	return !(fok && tok && f == ModeEnforce && m != ModeEnforce)
+	return !(fok && f == ModeOff || tok && m == ModeOff)
 }
 
 // Plannable says whether the slow loop may plan a change of knob k on

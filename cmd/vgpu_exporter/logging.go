@@ -146,5 +146,5 @@ func escapeUnprintable(next log.Logger) log.Logger {
 // unprintable says whether r is a character beyond ASCII that is not
 // printable (escapeUnprintable's).
 func unprintable(r rune) bool {
-	return r >= utf8.RuneSelf && r != utf8.RuneError && !unicode.IsGraphic(r)
+	return r >= utf8.RuneSelf && !unicode.IsGraphic(r) // (U+FFFD, an invalid byte's rune, is graphic)
 }

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -342,7 +341,7 @@ func (f *Finder) scan() map[string][]claimant {
 // runs, a copied QEMU command line included.
 func systemMachineScope(path string) string {
 	scope := kube.MachineScope(path)
-	if scope == "" || !kube.SlicesAbove(scope) || slices.Contains(strings.Split(scope, "/"), "user.slice") {
+	if scope == "" || !kube.SlicesAbove(scope) || kube.InUserSlice(scope) {
 		return ""
 	}
 	if name := scope[strings.LastIndex(scope, "/")+1:]; strings.HasPrefix(name, "machine-") && !strings.HasPrefix(name, `machine-qemu\x2d`) {

@@ -494,12 +494,13 @@ func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ds domainSignals, held tim
 		longest := max(p.P.HorizonMax, p.P.Horizon, 2*cost)
 		horizon := min(max(held, p.P.Horizon), longest)
 		gain := (reserved - next) / math.Max(1-reserved, 0.05) * horizon.Seconds()
-		if gain < 2*cost.Seconds()*(1-1e-9) && held < longest {
+		short := gain < 2*cost.Seconds()*(1-1e-9) // (a tolerance for rounding)
+		if short && held < longest {
 			return nil
 		}
 		reason = fmt.Sprintf("%s since the last change over %v ago, and has held for %v: give back %.0f%% of the SMs to batch and best-effort tenants (reserved %.0f%% -> %.0f%%), worth %.0f s of their work over %v against %v of restarts",
 			ds.slackWhy(), p.P.SlackDwell, held.Round(time.Second), 100*(reserved-next), 100*reserved, 100*next, gain, horizon.Round(time.Second), cost)
-		if gain < 2*cost.Seconds()*(1-1e-9) {
+		if short {
 			reason += fmt.Sprintf(" (less than twice that, but the SLOs have held past %v, as long as a release is expected to last)", longest)
 		}
 	default:
