@@ -407,3 +407,11 @@ func (d *Device) MIGByGI(gi int) *MIGInstance {
 	}
 	return nil
 }
+
+// ListsRead says whether every process list that may hold a tenant's
+// process on d was read: the compute processes' (every MIG device's in
+// MIG mode), and on a GPU in MPS mode the MPS clients' too. Where not, an
+// empty Processes does not say that nothing runs there.
+func (d *Device) ListsRead() bool {
+	return !d.ProcessesUnread && !(d.Mode == SharingMPS && d.MPSProcessesUnread)
+}

@@ -465,8 +465,8 @@ func activityShares(d *gpu.Device, usage []*Usage) []float64 {
 // per-process samples, which name only the processes that ran) is known,
 // or the per-process utilization was read without a sample (no process
 // ran: every usage at 0). A GPU or instance without usage is known idle
-// where its process list was read; where not (gpu.Device.ProcessesUnread)
-// only its own SM activity says so.
+// where its process lists were read (on an MPS GPU the MPS clients' too:
+// gpu.Device.ListsRead); where not only its own SM activity says so.
 func activityKnown(d *gpu.Device, usage []*Usage) bool {
 	if d.MIGEnabled {
 		for _, u := range usage {
@@ -481,7 +481,7 @@ func activityKnown(d *gpu.Device, usage []*Usage) bool {
 			return true
 		}
 	}
-	return len(usage) == 0 && (!d.ProcessesUnread || d.Activity.SMActive != nil) || d.NoProcessSamples
+	return len(usage) == 0 && (d.ListsRead() || d.Activity.SMActive != nil) || d.NoProcessSamples
 }
 
 // figureKnown says whether u has an activity figure of its own (its share

@@ -465,6 +465,8 @@ func TestMeterCountersNeverDecrease(t *testing.T) {
 // not served. Its energy is known with its activity, under either rule.
 // A GPU whose process list NVML refused had no usage and was known idle:
 // its energy, whatever ran, is unattributed unless its SM activity says 0.
+// So is an MPS GPU's whose MPS clients' list NVML refused (its compute
+// list read empty), which was known idle.
 func TestMeterActivityUnknown(t *testing.T) {
 	mig := func(energy float64) gpu.Device {
 		return gpu.Device{UUID: "GPU-0", Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, SMCount: 100, EnergyJoules: gpu.Float(energy),
@@ -484,6 +486,18 @@ func TestMeterActivityUnknown(t *testing.T) {
 			d.ProcessesUnread = true
 			return d
 		}
+	}
+	// an MPS GPU whose compute list was read (empty) and whose MPS
+	// clients' list was not: a client may run
+	mpsUnread := func(energy float64) gpu.Device {
+		d := whole(energy)
+		d.Mode, d.MPSProcessesUnread = gpu.SharingMPS, true
+		return d
+	}
+	mpsUnreadIdle := func(energy float64) gpu.Device {
+		d := mpsUnread(energy)
+		d.Activity.SMActive = gpu.Float(0)
+		return d
 	}
 	unreadIdle := func(energy float64) gpu.Device {
 		d := unread(whole)(energy)
@@ -541,6 +555,8 @@ func TestMeterActivityUnknown(t *testing.T) {
 		{"whole process list unread", IdleToIdle, unread(whole), nil, nil, 100},
 		{"mig process lists unread", IdleByReservation, unread(mig), nil, nil, 100},
 		{"whole process list unread, SM activity 0", IdleToIdle, unreadIdle, nil, nil, 0},
+		{"mps clients' list unread", IdleToIdle, mpsUnread, nil, nil, 100},
+		{"mps clients' list unread, SM activity 0", IdleToIdle, mpsUnreadIdle, nil, nil, 0},
 		// a rule left unset is idle
 		{"whole kernel-busy of one, rule unset", "", whole, []Usage{{Tenant: "a", UUID: "GPU-0", KernelBusy: gpu.Float(0.25)}, {Tenant: "b", UUID: "GPU-0"}},
 			map[string]want{"a": {25, false, false}, "b": {0, false, false}}, 0},

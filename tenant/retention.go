@@ -57,7 +57,7 @@ func (l *lastUsage) record(r *gpu.Readings, usage []Usage, follow func(tenant st
 		// the MPS clients' list too) does not show that a tenant left
 		// it, as one not read at all
 		d := &r.Devices[i]
-		if !d.Up || d.ProcessesUnread || d.Mode == gpu.SharingMPS && d.MPSProcessesUnread {
+		if !d.Up || !d.ListsRead() {
 			if down == nil {
 				down = map[string]bool{}
 			}

@@ -368,10 +368,7 @@ func readLists(d *gpu.Device) listsRead {
 	if !d.Up {
 		return listsRead{}
 	}
-	r := listsRead{any: true, mps: !d.MPSProcessesUnread, every: !d.ProcessesUnread, mpsMode: d.Mode == gpu.SharingMPS}
-	if r.mpsMode {
-		r.every = r.every && r.mps
-	}
+	r := listsRead{any: true, mps: !d.MPSProcessesUnread, every: d.ListsRead(), mpsMode: d.Mode == gpu.SharingMPS}
 	if d.MIGEnabled && d.ProcessesUnread {
 		unread := map[int]bool{}
 		for _, m := range d.MIG {
