@@ -188,6 +188,7 @@ func (m *member) share() float64 {
 // Decide computes the actions for every GPU of the snapshot.
 func (p *Autotune) Decide(s *tuner.State) []tuner.Action {
 	p.trail.forget(s, p.P.PauseWindow)
+	p.seen.begin(s.Now)
 	var out []tuner.Action
 	for _, d := range s.UpDevices() {
 		ds := summarize(p.members(s, d))

@@ -11,8 +11,9 @@ import (
 )
 
 // TestSettingsGivenBackWithoutLatencyTenant: chat, the GPU's only latency
-// tenant, leaves it (its job ended) or a reload drops its SLO. Nothing
-// on the GPU is protected any more: the pause, the MPS cap, the clock
+// tenant, leaves it (its job ended; the policy has run for chat's SLO
+// window without seeing it there) or a reload drops its SLO. Nothing on
+// the GPU is protected any more: the pause, the MPS cap, the clock
 // lock, the power limit and the time-slice level the tuner set go back
 // as on slack (the pause first, at the usual pace, with no anticipation
 // floor), and an operator's setting stays. Before, the policy proposed
@@ -95,7 +96,7 @@ func TestSettingsGivenBackWithoutLatencyTenant(t *testing.T) {
 				if tc.prep != nil {
 					tc.prep(s)
 				}
-				acts := New().Decide(s)
+				acts := runningSince(s.Now.Add(-tenant.DefaultSLOWindow)).Decide(s)
 				var got []string
 				for _, a := range acts {
 					got = append(got, a.Target.String()+"="+a.Want.String())
@@ -118,7 +119,7 @@ func TestSettingsGivenBackWithoutLatencyTenant(t *testing.T) {
 func TestPauseFirstWithoutLatencyTenant(t *testing.T) {
 	half := 0.5
 	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
-	p := New()
+	p := runningSince(t0.Add(time.Hour).Add(-tenant.DefaultSLOWindow)) // chat left before
 	duty := tuner.Duty(0.8)
 	at := t0.Add(time.Hour).Add(-time.Minute) // raised a minute ago: a peak's floor would hold it
 	for round := 0; round < 80; round++ {
@@ -213,6 +214,132 @@ func TestMomentaryAbsenceHolds(t *testing.T) {
 			}
 			at := window - 15*time.Second
 			checkActions(t, p.Decide(mk(at, false)), []string{tc.want}, "no latency tenant is left")
+		})
+	}
+}
+
+// TestAwayAfterRestart: the exporter restarts; what the tuner set on the
+// GPU (and its originals) comes back from the journal, while the policy
+// starts with no memory of the latency tenants it saw. Its first sample
+// misses chat's process (its server restarting). Chat, whose SLO status is
+// served, may have been on the GPU before the start: it is away, and what
+// the tuner set holds until chat's SLO window has passed since the
+// policy's start; then it has left, and the settings go back. Before, the
+// first sample without chat gave everything back at once (an MPS cap a
+// restart of the client's, to be taken again when chat is back). A
+// reload that dropped chat's SLO still gives them back at once.
+func TestAwayAfterRestart(t *testing.T) {
+	half := 0.5
+	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
+	lowered := &tuner.ClockRange{MinMHz: 1386, MaxMHz: 1386}
+	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
+	embedT := tuner.Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 2}
+	levelT := tuner.Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice}
+	powT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
+	// what the journal gives back: each set 10 minutes before the start
+	paused := func(s *tuner.State) {
+		s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: true}
+		s.Originals[pauseT.String()] = tuner.Duty(0)
+		c := tuner.Change{At: t0.Add(50 * time.Minute), From: tuner.Duty(0.7), To: tuner.Duty(0.8)}
+		s.Changes[pauseT.String()], s.Changes[pauseT.DomainKey()] = c, c
+	}
+	capped := func(s *tuner.State) { s.Originals[embedT.String()] = tuner.Fraction(1) }
+	level := func(s *tuner.State) {
+		s.Originals[levelT.String()] = tuner.Level(gpu.TimeSliceDefault)
+		s.Changes[levelT.DomainKey()] = tuner.Change{At: t0.Add(50 * time.Minute), From: tuner.Level(gpu.TimeSliceDefault), To: tuner.Level(gpu.TimeSliceShort)}
+	}
+	power := func(s *tuner.State) {
+		s.Originals[powT.String()] = tuner.Watts(700)
+		s.Changes[powT.DomainKey()] = tuner.Change{At: t0.Add(50 * time.Minute), From: tuner.Watts(700), To: tuner.Watts(490)}
+	}
+	tests := []struct {
+		name    string
+		sc      scene
+		prep    func(*tuner.State)
+		window  time.Duration // chat's SLO window (0: its status gives none, the default's)
+		dropped bool          // a reload dropped chat's SLO: nothing is away
+		want    string        // what goes back once chat is gone
+	}{
+		{"the pause holds", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, paused, 0, false,
+			"GPU-0/pause_duty/pid2=75%"},
+		{"the pause holds for chat's own window", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, paused, 10 * time.Minute, false,
+			"GPU-0/pause_duty/pid2=75%"},
+		{"the MPS cap holds", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3, changed: 10 * time.Minute}, capped, 0, false,
+			"GPU-0/mps_active_threads/pid2=55%"},
+		{"the energy clock lock holds", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: lowered, ours: true, clockAgo: 3 * time.Minute}, nil, 0, false,
+			"GPU-0/locked_clocks=unlocked"},
+		{"the lowered power limit holds", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 490}, power, 0, false,
+			"GPU-0/power_limit=700W"},
+		{"the time-slice level holds", scene{mode: gpu.SharingTimeSlice, embedCap: &half, fast: fine, p99: 0.3, timeSlice: gpu.TimeSliceShort}, level, 0, false,
+			"GPU-0/compute_timeslice=default"},
+		{"chat's SLO dropped: the pause goes back at once", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, paused, 0, true,
+			"GPU-0/pause_duty/pid2=75%"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mk := func(at time.Duration) *tuner.State {
+				s := tc.sc.state()
+				s.Now = s.Now.Add(at)
+				s.Snapshot.Usage = s.Snapshot.Usage[1:]
+				d := &s.Snapshot.Readings.Devices[0]
+				d.Processes = d.Processes[1:]
+				s.Snapshot.SLOs[0].Window = tc.window
+				if tc.dropped {
+					s.Snapshot.SLOs = nil
+				}
+				if tc.prep != nil {
+					tc.prep(s)
+				}
+				return s
+			}
+			window := tc.window
+			if window == 0 {
+				window = tenant.DefaultSLOWindow
+			}
+			if tc.dropped {
+				window = 0
+			}
+			p := New() // the restart: its first decision is the next
+			for at := time.Duration(0); at < window; at += 15 * time.Second {
+				for _, a := range p.Decide(mk(at)) {
+					t.Fatalf("%v after the start, chat not seen (its SLO status served, its window %v): %s=%s restart=%v (%s)", at, window, a.Target, a.Want, a.Restart, a.Reason)
+				}
+			}
+			checkActions(t, p.Decide(mk(window)), []string{tc.want}, "no latency tenant is left")
+		})
+	}
+}
+
+// TestNothingHeldAtStart: where the tuner keeps no original of a setting
+// it gives back on the GPU (none; an operator's cap; only another GPU's,
+// or a knob the policy does not give back), a GPU without a latency tenant
+// at the policy's start is one without: no tenant is away, as before a
+// restart was taken into account. Where it keeps one, chat is away.
+func TestNothingHeldAtStart(t *testing.T) {
+	half := 0.5
+	tests := []struct {
+		name string
+		orig tuner.Target // the tuner's original kept (zero: none)
+		want bool
+	}{
+		{"no setting of the tuner's", tuner.Target{}, false},
+		{"another GPU's pause", tuner.Target{GPU: "GPU-00", Knob: gpu.KnobPauseDuty, PID: 2}, false},
+		{"a knob not given back", tuner.Target{GPU: uuid0, Knob: gpu.KnobMIGLayout}, false},
+		{"the tuner's pause", tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}, true},
+		{"the tuner's power limit", tuner.Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := scene{mode: gpu.SharingMPS, embedCap: &half}.state() // embed's cap an operator's
+			s.Snapshot.Usage = s.Snapshot.Usage[1:]
+			if tc.orig != (tuner.Target{}) {
+				s.Originals[tc.orig.String()] = tuner.Duty(0)
+			}
+			p := New()
+			p.seen.begin(s.Now)
+			if got := p.seen.away(s, uuid0, summarize(p.members(s, &s.Snapshot.Readings.Devices[0]))); got != tc.want {
+				t.Fatalf("away %v, want %v", got, tc.want)
+			}
 		})
 	}
 }

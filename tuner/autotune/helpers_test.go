@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner/tunertest"
@@ -32,4 +33,14 @@ func checkActions(t *testing.T, acts []tuner.Action, want []string, reason strin
 	if reason != "" && !strings.Contains(acts[0].Reason, reason) {
 		t.Errorf("reason %q, want %q in it", acts[0].Reason, reason)
 	}
+}
+
+// runningSince is the policy New makes, its first decision taken at at
+// (on a host without GPUs): it has run since then, and a GPU none of
+// whose latency tenants it has seen is not one a tenant may have been on
+// before it started, once that tenant's SLO window has passed since at.
+func runningSince(at time.Time) *Autotune {
+	p := New()
+	p.Decide(&tuner.State{Now: at, Snapshot: snapshot(at, nil, nil)})
+	return p
 }
