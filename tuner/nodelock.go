@@ -55,7 +55,7 @@ func (h NodeLockHolder) note() string {
 	pidns, _ := os.Readlink("/proc/self/ns/pid")
 	cg := `""`
 	if b, err := readBounded("/proc/self/cgroup", 64<<10); err == nil {
-		cg = unifiedCgroup(b)
+		cg = unifiedCgroup(b, nil) // its own: the hierarchies the kernel lists
 	}
 	return fmt.Sprintf("pid=%d pid_namespace=%s host=%s cgroup=%s started=%s mode=%s journal=%s\n",
 		os.Getpid(), strconv.Quote(pidns), strconv.Quote(host), cg,

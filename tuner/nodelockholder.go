@@ -12,8 +12,10 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
 )
 
-// procLocks is the kernel's table of locks (tests replace it).
-var procLocks = "/proc/locks"
+// procLocks is the kernel's table of locks, and procSelfCgroup this
+// process's own cgroup file, whose hierarchies the kernel lists for every
+// process (tests replace them).
+var procLocks, procSelfCgroup = "/proc/locks", "/proc/self/cgroup"
 
 // lockHolderPID is the PID that the table of locks r (/proc/locks) gives
 // the holder of a flock on the file fi, as this process's PID namespace
@@ -62,7 +64,7 @@ func kernelHolder(f *os.File) string {
 	}
 	cg := "?"
 	if b, err := readBounded(fmt.Sprintf("/proc/%d/cgroup", pid), 64<<10); err == nil {
-		cg = unifiedCgroup(b)
+		cg = unifiedCgroup(b, cgroupfile.NewHost(procSelfCgroup))
 	}
 	return fmt.Sprintf("; %s: pid %d here, its cgroup %s", procLocks, pid, cg)
 }
@@ -71,10 +73,12 @@ func kernelHolder(f *os.File) string {
 // line ("0::") of a /proc/PID/cgroup file, quoted ("" without one). A
 // file cgroupfile.Lines refuses (a hierarchy listed twice: a line forged
 // by a cgroup name with a line break in it, which the holder may have
-// named its own cgroup) shows no path, only that it was refused: the
-// holder cannot pass for another pod's process or unit.
-func unifiedCgroup(b []byte) string {
-	cg, err := cgroupfile.Unified(b)
+// named its own cgroup), or host (nil: none) does (hierarchies the kernel
+// lists for no process: a "0::" line where no cgroup2 is mounted, forged
+// the same way), shows no path, only that it was refused: the holder
+// cannot pass for another pod's process or unit.
+func unifiedCgroup(b []byte, host *cgroupfile.Host) string {
+	cg, err := cgroupfile.Unified(b, host)
 	if err != nil {
 		return fmt.Sprintf("unknown (its cgroup file refused: %v)", err)
 	}

@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
 )
 
 // statInfo is a FileInfo of the device and inode given.
@@ -63,7 +66,7 @@ func TestNodeLockKernelHolder(t *testing.T) {
 	}
 	_, err = AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0.Add(time.Minute)})
 	cg, _ := readBounded("/proc/self/cgroup", 1<<16)
-	want := fmt.Sprintf("/proc/locks: pid %d here", os.Getpid()) + ", its cgroup " + unifiedCgroup(cg)
+	want := fmt.Sprintf("/proc/locks: pid %d here", os.Getpid()) + ", its cgroup " + unifiedCgroup(cg, nil)
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "no note of its holder") {
 		t.Errorf("error %v, want %q and no note", err, want)
 	}
@@ -86,10 +89,66 @@ func TestUnifiedCgroupForged(t *testing.T) {
 		{"a forged line after v1 ones", "4:memory:/user.slice/x\n0::" + other + "\n4:memory:/y\n", "refused", "/kubepods"},
 		{"a forged line with no hierarchy", "0::/user.slice/x\nits cgroup /kubepods\n", "refused", "/user.slice"},
 	} {
-		got := unifiedCgroup([]byte(tc.file))
+		got := unifiedCgroup([]byte(tc.file), nil)
 		if !strings.Contains(got, tc.want) || tc.not != "" && strings.Contains(got, tc.not) {
 			t.Errorf("%s: %s, want %s and not %q", tc.name, got, tc.want, tc.not)
 		}
+	}
+}
+
+// TestUnifiedCgroupForgedOnHost: where no cgroup2 is mounted (this
+// process's own file lists no "0::"), a holder's "0::" line, listed last
+// as the kernel lists the unified one, is a cgroup name's (a kernel before
+// 4.13, a delegated name=systemd subtree): refused, its path never shown
+// as the holder's (only within the forged line the refusal quotes); a
+// hybrid host's shows it, and a legacy host's honest file shows none.
+func TestUnifiedCgroupForgedOnHost(t *testing.T) {
+	const (
+		other  = "/kubepods/pod0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5/c"
+		legacy = "4:memory:/\n1:name=systemd:/system.slice/vgpu-exporter.service\n"
+		hybrid = legacy + "0::/system.slice/vgpu-exporter.service\n"
+		holder = "4:memory:/user.slice\n1:name=systemd:/user.slice/x\n"
+	)
+	for _, tc := range []struct {
+		name, self, file, want, not string
+	}{
+		{"a unified line on a legacy host", legacy, holder + "0::" + other + "\n", "unknown (its cgroup file refused: ", strconv.Quote(other)},
+		{"a hierarchy the host lacks", legacy, holder + "99:fake:" + other + "\n", "unknown (its cgroup file refused: ", "/kubepods"},
+		{"a legacy host's honest file", legacy, holder, `""`, ""},
+		{"a hybrid host's honest file", hybrid, holder + "0::" + other + "\n", strconv.Quote(other), "refused"},
+	} {
+		self := filepath.Join(t.TempDir(), "cgroup")
+		if err := os.WriteFile(self, []byte(tc.self), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got := unifiedCgroup([]byte(tc.file), cgroupfile.NewHost(self))
+		if !strings.Contains(got, tc.want) || tc.not != "" && strings.Contains(got, tc.not) {
+			t.Errorf("%s: %s, want %s and not %q", tc.name, got, tc.want, tc.not)
+		}
+	}
+}
+
+// TestNodeLockKernelHolderOnHost: the holder's cgroup in the refused
+// start's error is checked against this process's own cgroup file: where
+// the holder's lists hierarchies the own file does not, it shows refused,
+// not its path.
+func TestNodeLockKernelHolderOnHost(t *testing.T) {
+	self := filepath.Join(t.TempDir(), "cgroup")
+	if err := os.WriteFile(self, []byte("99:fake:/\n"), 0o644); err != nil { // no process's but this fake host's
+		t.Fatal(err)
+	}
+	defer func(old string) { procSelfCgroup = old }(procSelfCgroup)
+	procSelfCgroup = self
+	path := t.TempDir() + "/tuner.lock"
+	l, err := AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0.Add(time.Minute)})
+	want := fmt.Sprintf("/proc/locks: pid %d here, its cgroup unknown (its cgroup file refused: ", os.Getpid())
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), self) {
+		t.Errorf("error %v, want %q naming %s", err, want, self)
 	}
 }
 

@@ -44,7 +44,7 @@ func FuzzCgroupOfProcess(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v2, _, _ := cgroupPaths(data)
+		v2, _, _ := cgroupPaths(data, nil)
 		dir, ok := ownCgroup(root, v2, "cgroup.freeze")
 		if !ok {
 			return

@@ -283,8 +283,11 @@ func (e unsettled) Error() string { return fmt.Sprintf("%s not frozen after %v",
 
 // resolver finds the group a process is paused by.
 type resolver struct {
-	proc     string // procfs root
-	v2, v1   string // cgroup v2 root, cgroup v1 freezer root ("" when absent)
+	proc   string // procfs root
+	v2, v1 string // cgroup v2 root, cgroup v1 freezer root ("" when absent)
+	// host refuses a process's cgroup file whose hierarchies are not those
+	// of proc's self/cgroup (cgroupfile.Host): a forged line's
+	host     *cgroupfile.Host
 	clock    gpu.Clock
 	timeout  time.Duration
 	kill     func(pid int, sig syscall.Signal) error
@@ -307,7 +310,7 @@ func (r resolver) ownDirs(pid int) (v2, v1 string) {
 	if err != nil {
 		return "", ""
 	}
-	p2, p1, _ := cgroupPaths(data) // (a refused file: neither)
+	p2, p1, _ := cgroupPaths(data, r.host) // (a refused file: neither)
 	if r.v2 != "" && p2 != "" && !strings.HasPrefix(p2, "/../") {
 		v2 = filepath.Join(r.v2, filepath.FromSlash(p2))
 	}
@@ -335,7 +338,7 @@ func (r resolver) resolve(pid uint32) (group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PID %d: %w", pid, err)
 	}
-	v2path, v1path, _ := cgroupPaths(data) // (a refused file: its process group)
+	v2path, v1path, _ := cgroupPaths(data, r.host) // (a refused file: its process group)
 	// On a hybrid host a runtime that manages the v1 controllers may leave
 	// a container's process in its own unified cgroup, its service's
 	// ("/system.slice/k3s-agent.service", which holds the kubelet, the
@@ -367,11 +370,16 @@ func (r resolver) resolve(pid uint32) (group, error) {
 // cgroupPaths returns a process's cgroup v2 path and its v1 freezer path
 // from /proc/PID/cgroup ("" where absent). A file that cgroupfile.Lines
 // refuses (a hierarchy or a controller listed twice: a line forged by a
-// cgroup name with a line break in it) gives neither, and its error: the
-// process is then paused by its process group, never by the cgroup a
-// forged line names.
-func cgroupPaths(data []byte) (v2, v1 string, err error) {
+// cgroup name with a line break in it), or host (nil: none) does (its
+// hierarchies not those the kernel lists for every process: a "0::" line
+// where no cgroup2 is mounted, a freezer hierarchy the host lacks, forged
+// the same way), gives neither, and its error: the process is then paused
+// by its process group, never by the cgroup a forged line names.
+func cgroupPaths(data []byte, host *cgroupfile.Host) (v2, v1 string, err error) {
 	lines, err := cgroupfile.Lines(data)
+	if err == nil {
+		err = host.Check(lines)
+	}
 	if err != nil {
 		return "", "", err
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,58 @@ func TestResolveForgedCgroupLines(t *testing.T) {
 				t.Fatal(err)
 			}
 			if want := "pgid:" + strconv.Itoa(c.pid); g.Key() != want {
+				t.Errorf("%q: group %q, want %s", c.cgroup, g.Key(), want)
+			}
+		})
+	}
+}
+
+// A forged line of a hierarchy the host lacks (a unified one where no
+// cgroup2 is mounted, a freezer one where no v1 freezer is), listed last
+// as the kernel lists the unified one (a kernel before 4.13 takes a line
+// break in a cgroup's name, a delegated name=systemd subtree lets a tenant
+// name one), is one cgroupfile.Lines takes: the pauser's own self/cgroup
+// under the procfs root tells it, and the process is paused by its process
+// group, never by the cgroup the forged line names (the test's v2 and v1
+// roots stand whatever the own file lists). A hybrid host's honest file is
+// frozen by its cgroup still.
+func TestResolveForgedLinesOnHost(t *testing.T) {
+	const (
+		legacy = "4:memory:/\n1:name=systemd:/system.slice/vgpu-exporter.service\n"
+		hybrid = "6:freezer:/\n4:memory:/\n1:name=systemd:/system.slice/vgpu-exporter.service\n0::/system.slice/vgpu-exporter.service\n"
+		// the tenant's service, whose delegated name=systemd subtree names
+		// a cgroup "x\n99:freezer:/kubepods/..." or "x\n0::/kubepods..."
+		tenant = "4:memory:/system.slice/t.service\n1:name=systemd:/system.slice/t.service/x\n"
+		agent  = "/system.slice/k3s-agent.service"
+	)
+	fsPod := "/kubepods/burstable/pod0f2c1a2b-3c4d-5e6f-7a8b-9c0d1e2f3a4b/" + hex64
+	for _, c := range []struct {
+		name, self, cgroup, want string
+	}{
+		{"a unified line on a legacy host", legacy, tenant + "0::" + podPath + "\n", "pgid:40"},
+		{"a freezer hierarchy on a legacy host", legacy, tenant + "99:freezer:" + fsPod + "\n", "pgid:40"},
+		{"both on a legacy host", legacy, tenant + "99:freezer:" + fsPod + "\n0::" + podPath + "\n", "pgid:40"},
+		{"a hybrid host's honest file", hybrid, "6:freezer:/\n4:memory:" + podPath + "\n1:name=systemd:" + podPath + "\n0::" + podPath + "\n", "v2" + podPath},
+		{"a hybrid host's honest file, its pod in the v1 freezer", hybrid, "6:freezer:" + fsPod + "\n4:memory:" + fsPod + "\n1:name=systemd:" + agent + "\n0::" + agent + "\n", "freezer" + fsPod},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHost(t)
+			h.cgroupV2Dir(podPath)
+			h.cgroupV2Dir(agent)
+			h.cgroupV1Dir(fsPod)
+			h.self(c.self)
+			h.process(40, "/", "", 40)
+			must(t, os.WriteFile(filepath.Join(h.proc, "40", "cgroup"), []byte(c.cgroup), 0o644))
+			p := h.pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{})
+			g, err := p.r.resolve(40)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := c.want
+			if !strings.HasPrefix(want, "pgid:") {
+				want = filepath.Join(filepath.Dir(h.proc), want)
+			}
+			if g.Key() != want {
 				t.Errorf("%q: group %q, want %s", c.cgroup, g.Key(), want)
 			}
 		})

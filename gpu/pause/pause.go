@@ -34,6 +34,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -194,7 +195,8 @@ func New(o Options) (*Pauser, error) {
 	}
 	self, _ := o.getpgid(os.Getpid())
 	p := &Pauser{o: o, tenants: map[string]*pulse{}, r: resolver{
-		proc: o.ProcRoot, v2: o.CgroupV2Root, v1: o.CgroupV1Freezer, clock: o.Clock,
+		proc: o.ProcRoot, host: cgroupfile.NewHost(filepath.Join(o.ProcRoot, "self", "cgroup")),
+		v2: o.CgroupV2Root, v1: o.CgroupV1Freezer, clock: o.Clock,
 		timeout: o.FreezeTimeout, kill: o.kill, getpgid: o.getpgid, selfPgid: self,
 	}}
 	p.r.selfV2, p.r.selfV1 = p.r.ownDirs(os.Getpid())

@@ -54,6 +54,13 @@ func (h *host) process(pid int, v2, v1 string, pgid int) {
 	h.pgids[pid] = pgid
 }
 
+// self writes the procfs root's self/cgroup, the pauser's own: the
+// hierarchies the kernel lists for every process.
+func (h *host) self(file string) {
+	must(h.t, os.MkdirAll(filepath.Join(h.proc, "self"), 0o755))
+	must(h.t, os.WriteFile(filepath.Join(h.proc, "self", "cgroup"), []byte(file), 0o644))
+}
+
 // cgroupV2Dir makes a v2 cgroup that reports frozen at once.
 func (h *host) cgroupV2Dir(path string) string {
 	dir := filepath.Join(h.v2, path)

@@ -147,8 +147,9 @@ type place struct {
 
 // placeOf reads where process pid is: its cgroups where cgroups is set,
 // its process group where pgroups is. A /proc/PID/cgroup that cgroupPaths
-// refuses (a line forged by a cgroup name with a line break in it) tells
-// no cgroup: an error for either hierarchy.
+// refuses (a line forged by a cgroup name with a line break in it, or
+// hierarchies the kernel lists for no process) tells no cgroup: an error
+// for either hierarchy.
 func (r resolver) placeOf(pid uint32, cgroups, pgroups bool) place {
 	pl := place{pid: pid}
 	if pgroups {
@@ -165,7 +166,7 @@ func (r resolver) placeOf(pid uint32, cgroups, pgroups bool) place {
 		pl.v2Err, pl.v1Err = err, err
 		return pl
 	}
-	p2, p1, err := cgroupPaths(data)
+	p2, p1, err := cgroupPaths(data, r.host)
 	if err != nil {
 		pl.v2Err = fmt.Errorf("its cgroup file: %w", err)
 		pl.v1Err = pl.v2Err

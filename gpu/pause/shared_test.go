@@ -73,6 +73,16 @@ func TestCheckPauseGroups(t *testing.T) {
 			// hierarchy listed twice, the second line forged
 			must(h.t, os.WriteFile(filepath.Join(h.proc, "21", "cgroup"), []byte("0::"+jobs+"/x\n0::/\n"), 0o644))
 		}, []string{"/v2" + jobs + ",", "may hold PID 21 of tenant chat", "its cgroup file"}},
+		{"the other's cgroup file forged on a legacy host", func(h *host) {
+			// no cgroup2 mounted: the other's "0::" line, listed last as
+			// the kernel lists the unified one, is a cgroup name's
+			h.self("6:freezer:/\n1:name=systemd:/system.slice/vgpu-exporter.service\n")
+			h.cgroupV1Dir(jobs)
+			h.process(20, "/", jobs+"/train", 20)
+			must(h.t, os.WriteFile(filepath.Join(h.proc, "20", "cgroup"), []byte("6:freezer:"+jobs+"/train\n1:name=systemd:"+jobs+"\n"), 0o644))
+			h.process(21, "/", "/", 21)
+			must(h.t, os.WriteFile(filepath.Join(h.proc, "21", "cgroup"), []byte("6:freezer:/\n1:name=systemd:/user.slice/x\n0::"+jobs+"/serve\n"), 0o644))
+		}, []string{"/freezer" + jobs + ",", "may hold PID 21 of tenant chat", "its cgroup file", "where the kernel lists none"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHost(t)

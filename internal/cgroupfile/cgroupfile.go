@@ -82,9 +82,13 @@ func Lines(data []byte) ([]Line, error) {
 }
 
 // Unified is the path of the unified hierarchy's line of the contents of
-// /proc/PID/cgroup, "" without one; an error where Lines refuses them.
-func Unified(data []byte) (string, error) {
+// /proc/PID/cgroup, "" without one; an error where Lines refuses them, or
+// host (nil: none) does (Check).
+func Unified(data []byte, host *Host) (string, error) {
 	lines, err := Lines(data)
+	if err == nil {
+		err = host.Check(lines)
+	}
 	if err != nil {
 		return "", err
 	}

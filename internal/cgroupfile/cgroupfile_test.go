@@ -52,15 +52,26 @@ func TestLines(t *testing.T) {
 }
 
 // TestUnified: the unified line's path, "" without one, an error for a
-// refused file.
+// file Lines or the host refuses.
 func TestUnified(t *testing.T) {
 	for file, want := range map[string]string{"4:memory:/k\n0::/u\n": "/u", "4:memory:/k\n": ""} {
-		if got, err := Unified([]byte(file)); err != nil || got != want {
+		if got, err := Unified([]byte(file), nil); err != nil || got != want {
 			t.Errorf("Unified(%q) = %q, %v; want %q", file, got, err, want)
 		}
 	}
-	if got, err := Unified([]byte("0::/u\n0::/forged\n")); err == nil {
+	if got, err := Unified([]byte("0::/u\n0::/forged\n"), nil); err == nil {
 		t.Errorf("a forged line: %q, want an error", got)
+	}
+	// a host with no cgroup2 mounted: a unified line is a forged one
+	self := filepath.Join(t.TempDir(), "cgroup")
+	if err := os.WriteFile(self, []byte("4:memory:/\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Unified([]byte("4:memory:/k\n0::/forged\n"), NewHost(self)); err == nil {
+		t.Errorf("a unified line on a legacy host: %q, want an error", got)
+	}
+	if got, err := Unified([]byte("4:memory:/k\n"), NewHost(self)); err != nil || got != "" {
+		t.Errorf("a legacy host's file: %q, %v; want none", got, err)
 	}
 }
 
