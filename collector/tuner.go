@@ -15,6 +15,7 @@ type TunerCollector struct {
 	status func() *tuner.Status
 	descSet
 	info, mode, gpuMode, killSwitch, lastRun, unrestored      *prometheus.Desc
+	interval                                                  *prometheus.Desc
 	actuator, knobAvailable                                   *prometheus.Desc
 	mpsTarget, mpsEffective, powerTarget, clockTarget         *prometheus.Desc
 	timeSliceTarget, schedulerTarget, pauseTarget             *prometheus.Desc
@@ -36,6 +37,7 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.nodeLock = c.add("tuner_node_lock_held", "1 while this exporter's tuner holds the node lock (--tuner.node-lock: one tuner in enforce per node; a second exits at start, naming the holder), 0 where it takes none (no GPU in enforce mode, an empty --tuner.node-lock, the simulator without the flag).")
 	c.killSwitch = c.add("tuner_kill_switch_engaged", "1 while the kill switch (its file exists) stops every change but reverts of the tuner's own.")
 	c.lastRun = c.add("tuner_last_run_timestamp_seconds", "When the tuner last ran (the tuner's clock): a round, or the restore at start or at exit, which run no round (/tuner's 'Last round' counts rounds only); served from the start of the restore at start on, so that a restore at start or a first round that never ends shows.")
+	c.interval = c.add("tuner_interval_seconds", "The time from the start of one round of the tuner to the next's (--tuner.interval); a round that takes longer is followed at the next whole interval from its start.")
 	c.hooksRunning = c.add("tuner_hooks_running", "Actuator calls that run a hook (an MPS client's restart, a rebalancing plan) which the tuner started off its round and has not settled yet, at its latest round.")
 	c.hookOldest = c.add("tuner_hook_oldest_running_seconds", "How long the oldest of those calls had run at the tuner's latest round; 0 when none runs.")
 	c.unrestored = c.add("tuner_originals_unrestored", "Settings the tuner changed whose originals (journaled) are not restored yet.")
@@ -96,6 +98,9 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 	e.gauge(c.nodeLock, boolValue(s.NodeLock.Path != ""))
 	if !s.LastRun.IsZero() {
 		e.gauge(c.lastRun, unixSeconds(s.LastRun))
+	}
+	if s.Interval > 0 {
+		e.gauge(c.interval, s.Interval.Seconds())
 	}
 	e.gauge(c.unrestored, float64(s.Unrestored))
 	e.gauge(c.hooksRunning, float64(len(s.Hooks)))

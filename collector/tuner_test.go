@@ -31,7 +31,7 @@ func richTunerStatus() *tuner.Status {
 	ref[tuner.GuardBackoff] = 2
 	const u = "GPU-0"
 	return &tuner.Status{
-		Policy: "autotune", Mode: tuner.ModeEnforce, KillSwitch: true, LastRun: time.Unix(1700000000, 0), Unrestored: 2,
+		Policy: "autotune", Mode: tuner.ModeEnforce, KillSwitch: true, LastRun: time.Unix(1700000000, 0), Interval: tuner.DefaultInterval, Unrestored: 2,
 		// GPU 1 is held in recommend by its own mode.
 		GPUModes: map[string]tuner.Mode{"GPU-1": tuner.ModeRecommend},
 		GPUs: []tuner.GPURound{
@@ -200,6 +200,46 @@ vgpu_tuner_knob_available{gpu="1",knob="vgpu_scheduler",uuid="GPU-1"} 0
 `
 	if err := testutil.CollectAndCompare(NewTunerCollector(tu.Status), strings.NewReader(want), "vgpu_tuner_knob_available"); err != nil {
 		t.Error(err)
+	}
+}
+
+// vgpu_tuner_interval_seconds is the interval the runner runs the rounds
+// at (--tuner.interval), so that an alert on the age of the latest round
+// (vgpu_tuner_last_run_timestamp_seconds) measures it against the host's
+// own interval: a healthy tuner at 10 minutes is not a stalled one. A
+// tuner no runner runs on a clock (a policy run offline) serves none.
+func TestTunerInterval(t *testing.T) {
+	const help = `
+# HELP vgpu_tuner_interval_seconds The time from the start of one round of the tuner to the next's (--tuner.interval); a round that takes longer is followed at the next whole interval from its start.
+# TYPE vgpu_tuner_interval_seconds gauge
+`
+	clk := gpu.NewManualClock(time.Unix(1700000000, 0))
+	tu, err := tuner.New(tuner.Options{Policy: idle{}, Clock: clk, Mode: tuner.ModeRecommend})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := func(every time.Duration) func() *tuner.Status {
+		return tuner.NewRunner(tu, nil, clk, every, func() *tenant.Snapshot { return nil }, nil).Status
+	}
+	for _, c := range []struct {
+		name   string
+		status func() *tuner.Status
+		want   string
+	}{
+		{"the default", runner(tuner.DefaultInterval), help + "vgpu_tuner_interval_seconds 15\n"},
+		{"ten minutes", runner(10 * time.Minute), help + "vgpu_tuner_interval_seconds 600\n"},
+		{"a second and a half", runner(1500 * time.Millisecond), help + "vgpu_tuner_interval_seconds 1.5\n"},
+		{"no runner", tu.Status, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := testutil.CollectAndCompare(NewTunerCollector(c.status), strings.NewReader(c.want), "vgpu_tuner_interval_seconds"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// the runner's copy leaves the status the tuner published as it was
+	if runner(time.Minute)(); tu.Status().Interval != 0 {
+		t.Errorf("the tuner's own status has interval %s, want none", tu.Status().Interval)
 	}
 }
 

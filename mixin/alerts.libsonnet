@@ -416,11 +416,13 @@
             'warning',
             // The tuner's series are served only while it runs, and it
             // runs its rounds in every mode and with the kill switch
-            // engaged: a last round that grows old is a round that has not
-            // ended (the timestamp is the start of the latest round that
-            // ended). Each round resets it, so a long --tuner.interval
-            // crosses the threshold but does not hold it for the for:.
-            std.format('time() - vgpu_tuner_last_run_timestamp_seconds{%s} > %s', [sel, c.tunerRoundStaleSeconds]),
+            // engaged: a last round older than one interval is a round
+            // that has not ended (the timestamp is the start of the latest
+            // round that ended; the next starts an interval after it).
+            // Against each exporter's own --tuner.interval plus the time a
+            // round may take; one that does not serve its interval (an
+            // older version) is held to tunerRoundStaleSeconds alone.
+            std.format('time() - vgpu_tuner_last_run_timestamp_seconds{%(sel)s} > on (%(key)s) group_left () (vgpu_tuner_interval_seconds{%(sel)s} or on (%(key)s) 0 * vgpu_tuner_last_run_timestamp_seconds{%(sel)s}) + %(s)s', { sel: sel, key: hostKey, s: c.tunerRoundStaleSeconds }),
             c.alertFor.tunerRoundsStalled,
             "The tuner's rounds are stalled: it makes no decision.",
             'The latest round of the tuner' + onHost + ' that ended started {{ $value | humanizeDuration }} ago: a round is under way that waits for a call made in it (an NVML call, the MPS daemon, nvidia-smi, a freezer write, the restart hook of a restore; hooks the tuner starts run off the round), and until it ends the tuner decides nothing, raises or thaws no pause, reverts nothing and does not act on its kill switch.',

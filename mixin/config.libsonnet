@@ -71,13 +71,17 @@
     sampleIntervalSeconds: 1,
     // The served snapshot is stale when older than this, in seconds.
     sampleStaleSeconds: 60,
-    // VGPUTunerRoundsStalled: the tuner's latest round started more than
-    // this long ago, in seconds, for alertFor.tunerRoundsStalled. A round
-    // does not wait for the hooks it starts (they run off the round); it
-    // waits for the calls it makes (NVML, the MPS daemon, nvidia-smi, each
-    // with its timeout, and a restore's restart hook). With the for: it
-    // fires once no round has ended for about 7 minutes, and never with a
-    // --tuner.interval up to 6 minutes.
+    // VGPUTunerRoundsStalled: the tuner's latest round that ended started
+    // more than its --tuner.interval (vgpu_tuner_interval_seconds) plus
+    // this long ago, in seconds, for alertFor.tunerRoundsStalled: the time
+    // a round may take. A round does not wait for the hooks it starts
+    // (they run off the round); it waits for the calls it makes (NVML, the
+    // MPS daemon, nvidia-smi, each with its timeout, and a restore's
+    // restart hook). With the for: it fires once no round has ended for
+    // about the interval plus 7 minutes, whatever the interval. An
+    // exporter that does not serve its interval (an older version) is
+    // held to this alone: it fires there at about 7 minutes, and between
+    // the rounds of a --tuner.interval over about 6 minutes.
     tunerRoundStaleSeconds: 120,
 
     // Latency SLO: the objective of a tenant, whatever it is, comes from

@@ -95,8 +95,14 @@ func (r *Runner) ReleaseAtExit(cs ...io.Closer) { r.released = append(r.released
 // Tuner returns the tuner r runs.
 func (r *Runner) Tuner() *Tuner { return r.t }
 
-// Status is the tuner's published status, for the collector.
-func (r *Runner) Status() *Status { return r.t.Status() }
+// Status is the tuner's published status, for the collector, with the
+// interval r runs the rounds at (a copy: the published one stays as it
+// is).
+func (r *Runner) Status() *Status {
+	s := *r.t.Status()
+	s.Interval = r.interval
+	return &s
+}
 
 // LogJournalRecovery says what opening the journal at path found and did,
 // and what the start does with the originals it holds: with enforce (a GPU

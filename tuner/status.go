@@ -79,8 +79,12 @@ type Status struct {
 	GPUModes   map[string]Mode
 	KillSwitch bool
 	LastRun    time.Time
-	Settings   []Setting // sorted by GPU, tenant, knob, PID
-	Counts     Counts
+	// Interval is the time from one round's start to the next's as the
+	// Runner runs them (--tuner.interval); 0 where no Runner runs the
+	// tuner on a clock (Tuner.Status itself, a policy run offline).
+	Interval time.Duration
+	Settings []Setting // sorted by GPU, tenant, knob, PID
+	Counts   Counts
 	// Unrestored is the number of originals changed and not yet restored;
 	// Exit says what the exit does with them.
 	Unrestored int

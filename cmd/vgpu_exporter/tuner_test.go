@@ -29,17 +29,19 @@ import (
 )
 
 // With --backend=sim and the tuner on, the exporter serves the tuner's
-// metrics (and only then), and a clean exit restores and closes the journal.
+// metrics (and only then), its --tuner.interval among them, and a clean
+// exit restores and closes the journal.
 func TestExporterServesTunerMetrics(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "tuner.jsonl")
 	for _, tc := range []struct {
-		name  string
-		args  []string
-		serve bool
+		name     string
+		args     []string
+		serve    bool
+		interval string // vgpu_tuner_interval_seconds served
 	}{
-		{"off", nil, false},
-		{"enforce", []string{"--tuner.mode=enforce", "--tuner.journal=" + journal}, true},
-		{"recommend on GPU 0 only", []string{"--tuner.gpu-mode=0=recommend"}, true},
+		{"off", nil, false, ""},
+		{"enforce", []string{"--tuner.mode=enforce", "--tuner.journal=" + journal}, true, "15"},
+		{"recommend on GPU 0 only, every 10 minutes", []string{"--tuner.gpu-mode=0=recommend", "--tuner.interval=10m"}, true, "600"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -63,7 +65,11 @@ func TestExporterServesTunerMetrics(t *testing.T) {
 				rr := httptest.NewRecorder()
 				h.ServeHTTP(rr, httptest.NewRequest("GET", "/metrics"+q, nil))
 				body := rr.Body.String()
-				for _, m := range []string{`vgpu_tuner_info{policy="autotune"} 1`, `vgpu_tuner_guard_refusals_total{guard="dwell"} 0`, `vgpu_tuner_actions_total{knob="mps_active_threads",outcome="failed"} 0`} {
+				ms := []string{`vgpu_tuner_info{policy="autotune"} 1`, `vgpu_tuner_guard_refusals_total{guard="dwell"} 0`, `vgpu_tuner_actions_total{knob="mps_active_threads",outcome="failed"} 0`, "vgpu_tuner_interval_seconds"}
+				if tc.interval != "" {
+					ms = append(ms, "\nvgpu_tuner_interval_seconds "+tc.interval+"\n")
+				}
+				for _, m := range ms {
 					if strings.Contains(body, m) != tc.serve {
 						t.Errorf("%s: serves %q: %v, want %v", q, m, !tc.serve, tc.serve)
 					}
