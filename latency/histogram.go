@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -176,8 +177,11 @@ func mergeSeries(keys []string, series [][]bucket, counts, sums []float64) (hist
 		}
 		h.count += counts[si]
 		sum := sums[si]
-		if math.IsNaN(sum) || math.IsInf(sum, 0) {
-			sum = 0
+		if !(sum >= 0) || math.IsInf(sum, +1) { // NaN fails the first
+			// one series' bad sum would reach the mean (a reset
+			// series' delta is its values as they are): refused,
+			// as a bad total is
+			return histo{}, fmt.Errorf("series {%s}: bad sum %v", clip.Text(strings.TrimSuffix(keys[si], ","), maxQuoted), sum)
 		}
 		h.sum += sum
 		one := histo{count: counts[si], sum: sum, bounds: make([]float64, len(s)), cum: make([]float64, len(s))}
