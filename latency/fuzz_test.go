@@ -64,6 +64,9 @@ func FuzzLatencyExposition(f *testing.F) {
 			if a := st.Attainment; a != nil && (math.IsNaN(*a) || *a < 0 || *a > 1) {
 				t.Fatalf("attainment %v", *a)
 			}
+			if m := st.MeanSeconds; m != nil && !(*m >= 0 && !math.IsInf(*m, 0)) {
+				t.Fatalf("mean latency %v s", *m)
+			}
 			for q, v := range st.Quantiles {
 				if math.IsNaN(v) || math.IsInf(v, 0) {
 					t.Fatalf("quantile %v = %v", q, v)

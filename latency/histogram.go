@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -69,6 +70,11 @@ func (r requestCounts) plus(o requestCounts) requestCounts {
 func (r requestCounts) minus(o requestCounts) requestCounts {
 	return requestCounts{count: r.count - o.count, timed: r.timed - o.timed, sum: r.sum - o.sum, succ: r.succ - o.succ, set: true}
 }
+
+// failures is how many of r's requests failed: those that did not
+// succeed. Triton's failure counter is a counter as its success counter
+// is, so a fall of it is a reset even while the successes rise.
+func (r requestCounts) failures() float64 { return r.count - r.succ }
 
 // times is r with every field times f (set).
 func (r requestCounts) times(f float64) requestCounts {
@@ -171,8 +177,11 @@ func mergeSeries(keys []string, series [][]bucket, counts, sums []float64) (hist
 		}
 		h.count += counts[si]
 		sum := sums[si]
-		if math.IsNaN(sum) || math.IsInf(sum, 0) {
-			sum = 0
+		if !(sum >= 0) || math.IsInf(sum, +1) { // NaN fails the first
+			// one series' bad sum would reach the mean (a reset
+			// series' delta is its values as they are): refused,
+			// as a bad total is
+			return histo{}, fmt.Errorf("series {%s}: bad sum %v", clip.Text(strings.TrimSuffix(keys[si], ","), maxQuoted), sum)
 		}
 		h.sum += sum
 		one := histo{count: counts[si], sum: sum, bounds: make([]float64, len(s)), cum: make([]float64, len(s))}
@@ -383,7 +392,11 @@ func (h *histo) cumAt(le float64) (float64, bool) {
 
 // delta returns cur - prev on the bounds both have. A decrease of the count
 // or of any bucket is a counter reset: the delta is then cur itself (what
-// was observed since the reset).
+// was observed since the reset). So is a decrease of the request count. A
+// decrease of the failures alone is a reset of the request counters alone
+// (their delta is cur's, the histogram's is taken as it is, as series by
+// series): successes that rose by more than the requests would count good
+// requests that are not requests.
 func delta(prev, cur histo) histo {
 	if cur.count < prev.count || (cur.sum < prev.sum || cur.timed < prev.timed) && cur.mean || cur.req.set && cur.req.count < prev.req.count {
 		return cur
@@ -399,7 +412,13 @@ func delta(prev, cur histo) histo {
 		if !prev.req.set {
 			return cur // the shape changed, as after a restart
 		}
-		d.req = requestCounts{count: cur.req.count - prev.req.count, timed: math.Max(0, cur.req.timed-prev.req.timed), sum: math.Max(0, cur.req.sum-prev.req.sum), succ: math.Max(0, cur.req.succ-prev.req.succ), set: true}
+		n := cur.req.count - prev.req.count
+		// successes at most the requests: failures that did not fall
+		// make it so but for rounding
+		d.req = requestCounts{count: n, timed: math.Max(0, cur.req.timed-prev.req.timed), sum: math.Max(0, cur.req.sum-prev.req.sum), succ: math.Min(n, math.Max(0, cur.req.succ-prev.req.succ)), set: true}
+		if cur.req.failures() < prev.req.failures() {
+			d.req = cur.req
+		}
 	}
 	for i, le := range cur.bounds {
 		p, ok := prev.cumAt(le)

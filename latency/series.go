@@ -1,6 +1,9 @@
 package latency
 
-import "sort"
+import (
+	"math"
+	"sort"
+)
 
 // seriesDelta is what cur counts since prev, taken series by series (by
 // label set) when the histogram sums several: each series' increase since
@@ -90,7 +93,8 @@ func sameSingleKey[V any](a, b map[string]V) bool {
 
 // reqSeriesDelta sums request counters' deltas series by series, by the
 // rules of seriesDelta; a decrease of a series' count, timed count,
-// duration or successes is its reset.
+// duration, successes or failures is its reset (with the failures alone
+// falling, the successes would rise by more than the requests).
 func reqSeriesDelta(prev, cur map[string]requestCounts) (d requestCounts, reset bool) {
 	d.set = true
 	for _, k := range sortedKeys(cur) {
@@ -99,12 +103,17 @@ func reqSeriesDelta(prev, cur map[string]requestCounts) (d requestCounts, reset 
 		if !ok {
 			continue
 		}
-		if c.count < p.count || c.timed < p.timed || c.sum < p.sum || c.succ < p.succ {
+		if c.count < p.count || c.timed < p.timed || c.sum < p.sum || c.succ < p.succ || c.failures() < p.failures() {
 			d = d.plus(c)
 			reset = true
 			continue
 		}
-		d = d.plus(c.minus(p)) // no field fell: none below 0
+		s := c.minus(p) // no field fell: none below 0
+		// nor, the failures not falling, successes above the
+		// requests, but for rounding (8.8-1.9 <= 11.3-4.4, yet
+		// 4.4-1.9 > 11.3-8.8)
+		s.succ = math.Min(s.succ, s.count)
+		d = d.plus(s)
 	}
 	return d, reset
 }

@@ -183,9 +183,11 @@ func (l *LatencySource) key() string {
 	}
 	sort.Strings(keys)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%s|%s|%s|%d|%s", l.URL, l.Preset, l.Metric, l.Timeout, l.MaxBytes, l.FollowRedirects)
+	// each string quoted: a separator inside a value must not read as
+	// the start of the next field (matchers {a: "x|b=2"} and {a: x, b: 2})
+	fmt.Fprintf(&b, "%q|%q|%q|%s|%d|%q", l.URL, l.Preset, l.Metric, l.Timeout, l.MaxBytes, l.FollowRedirects)
 	for _, k := range keys {
-		fmt.Fprintf(&b, "|%s=%s", k, l.Matchers[k])
+		fmt.Fprintf(&b, "|%q=%q", k, l.Matchers[k])
 	}
 	return b.String()
 }

@@ -37,3 +37,28 @@ func TestFastWindowAcrossTrackers(t *testing.T) {
 		})
 	}
 }
+
+// TestFastSLOAttainmentBounded: attainment is within [0, 1] whatever the
+// counters said: good requests above the requests (a source's counters
+// that disagree) must not read as slack beyond the target, nor make the
+// burn negative.
+func TestFastSLOAttainmentBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    FastSLO
+		want float64
+		ok   bool
+	}{
+		{"none", FastSLO{}, 0, false},
+		{"some good", FastSLO{Total: 100, Good: 99}, 0.99, true},
+		{"good above requests", FastSLO{Total: 2, Good: 10}, 1, true},
+		{"good below none", FastSLO{Total: 10, Good: -5}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tc.f.Attainment()
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("attainment %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}

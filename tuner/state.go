@@ -244,12 +244,15 @@ type FastSLO struct {
 	Good  float64
 }
 
-// Attainment is good/total, and false when no request ended.
+// Attainment is good/total within [0, 1], and false when no request
+// ended. Counters that ever said more good requests than requests (or
+// fewer than none) would otherwise read as slack beyond any target, or a
+// burn below zero.
 func (f FastSLO) Attainment() (float64, bool) {
 	if f.Total <= 0 {
 		return 0, false
 	}
-	return f.Good / f.Total, true
+	return max(0, min(1, f.Good/f.Total)), true
 }
 
 // LastChange returns the last change of a GPU's knob (any process).
