@@ -56,6 +56,24 @@ func (r *Reader) stuckReads() int {
 	return r.n
 }
 
+// unstick checks that r counts stuck reads blocked past their deadline,
+// lets them end (f's), and checks that r counts none then and reads
+// process pid's file name again, answered.
+func unstick(t *testing.T, r *Reader, f *fake, stuck, pid int, name string) {
+	t.Helper()
+	if n := r.stuckReads(); n != stuck {
+		t.Errorf("%d reads counted stuck, want %d", n, stuck)
+	}
+	f.free()
+	synctest.Wait()
+	if n := r.stuckReads(); n != 0 {
+		t.Errorf("%d reads counted stuck once all ended, want 0", n)
+	}
+	if b, err := r.Read(pid, name, f.read(pid)); err != nil || string(b) != strconv.Itoa(pid) {
+		t.Errorf("read once the stuck ones ended: %q, %v; want %q", b, err, strconv.Itoa(pid))
+	}
+}
+
 // The reads left blocked are bounded: no read of a process is started
 // while an earlier one of its has not ended past its deadline, nor any
 // while MaxStuck have not; once they end, the processes are read again.
@@ -85,17 +103,7 @@ func TestStuckReadsBounded(t *testing.T) {
 				t.Errorf("%s: %d reads started, want %d", tc.name, got, tc.calls)
 			}
 		}
-		if n := r.stuckReads(); n != max {
-			t.Errorf("%d reads counted stuck, want %d", n, max)
-		}
-		f.free()
-		synctest.Wait()
-		if n := r.stuckReads(); n != 0 {
-			t.Errorf("%d reads counted stuck once all ended, want 0", n)
-		}
-		if b, err := r.Read(1, "environ", f.read(1)); err != nil || string(b) != "1" {
-			t.Errorf("read once the stuck one ended: %q, %v; want \"1\"", b, err)
-		}
+		unstick(t, r, f, max, 1, "environ")
 	})
 }
 
@@ -174,18 +182,8 @@ func TestJoin(t *testing.T) {
 				if n := f.count(); n != tc.reads {
 					t.Errorf("%d reads started, want %d", n, tc.reads)
 				}
-				if n := r.stuckReads(); n != tc.stuck {
-					t.Errorf("%d reads counted stuck, want %d", n, tc.stuck)
-				}
-				f.free()
-				synctest.Wait()
-				if n := r.stuckReads(); n != 0 {
-					t.Errorf("%d reads counted stuck once all ended, want 0", n)
-				}
-				// a read once those ended is made anew
-				if b, err := r.Read(7, "cmdline", f.read(7)); err != nil || string(b) != "7" {
-					t.Errorf("read once the stuck ones ended: %q, %v; want \"7\"", b, err)
-				}
+				unstick(t, r, f, tc.stuck, 7, "cmdline")
+				// (made anew, not joined to one that ended)
 				if n := f.count(); n != tc.reads+1 {
 					t.Errorf("%d reads started once the stuck ones ended, want %d: a read joined one that had ended", n, tc.reads+1)
 				}
