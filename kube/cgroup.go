@@ -467,10 +467,7 @@ type ProcCgroup struct {
 // host (nil: none) refuses a file whose hierarchies the kernel lists for
 // no process (cgroupfile.Host).
 func ReadProcCgroup(data []byte, host *cgroupfile.Host) (ProcCgroup, error) {
-	lines, err := cgroupfile.Lines(data)
-	if err == nil {
-		err = host.Check(lines)
-	}
+	lines, err := host.Lines(data)
 	if err != nil {
 		return ProcCgroup{}, err
 	}

@@ -87,6 +87,7 @@ var layers = map[string][]string{
 	"internal/reap":       nil,
 	"internal/redirect":   nil,
 	"internal/cgroupfile": nil,
+	"internal/procread":   nil,
 	"internal/poduid":     nil,
 	"internal/overdue":    nil,
 	"internal/dashjson":   nil,
@@ -117,9 +118,10 @@ var layers = map[string][]string{
 // the clip of outside text for messages, the rate limit of repeating
 // log lines, the registry of the children the process waits for, the
 // redirect policy of the clients that read a peer, the checked lines of
-// /proc/PID/cgroup and a pod's UID, the watch of a call that runs late, the reader of the generated
+// /proc/PID/cgroup and a pod's UID, the reads of other processes' procfs
+// files each bounded in time, the watch of a call that runs late, the reader of the generated
 // dashboards, the form of a configured URL with its secrets masked.
-var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect", "internal/cgroupfile", "internal/poduid", "internal/overdue", "internal/dashjson", "internal/urlmask"}
+var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect", "internal/cgroupfile", "internal/procread", "internal/poduid", "internal/overdue", "internal/dashjson", "internal/urlmask"}
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.

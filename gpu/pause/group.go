@@ -376,10 +376,7 @@ func (r resolver) resolve(pid uint32) (group, error) {
 // the same way), gives neither, and its error: the process is then paused
 // by its process group, never by the cgroup a forged line names.
 func cgroupPaths(data []byte, host *cgroupfile.Host) (v2, v1 string, err error) {
-	lines, err := cgroupfile.Lines(data)
-	if err == nil {
-		err = host.Check(lines)
-	}
+	lines, err := host.Lines(data)
 	if err != nil {
 		return "", "", err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-kit/log/level"
 
+	"github.com/vgpu-exporter/vgpu_exporter/internal/procread"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -23,32 +24,24 @@ const maxStat = 1 << 16
 // errUnanswered is the error of a read of a process's procfs file that
 // did not end by its deadline, or was not started because another read of
 // the process's had not.
-var errUnanswered = errors.New("not read in time")
+var errUnanswered = procread.ErrStuck
 
 // A read of /proc/PID/cmdline reads the process's memory under its mmap
 // lock: for a process in uninterruptible sleep (a QEMU whose memory a
 // stuck device or file system holds, its mmap lock contended) the read
 // blocks, and cannot be interrupted; so may a read of its other files
-// (status, cgroup, the links in fd). So each read of a process's file runs
-// in a goroutine of its own and is waited for at most readTimeout (on the
-// finder's clock); past that the process counts as not (yet) confirmed,
-// and the goroutine is left to end when the read does, its result
-// dropped. A lookup that reads the same file meanwhile waits for that one
-// read, and no read of a process is started while an earlier read of its
-// has run past its deadline: the goroutines left blocked are at most one
-// per file read of each process that is stuck (its command line, stat,
+// (status, cgroup, the links in fd). So each read of a process's file is a
+// procread.Reader's: waited for at most readTimeout (on the finder's
+// clock); past that the process counts as not (yet) confirmed, and the
+// read is left to end when it does, its result dropped. A lookup that
+// reads the same file meanwhile waits for that one read (the reads join),
+// and no read of a process is started while an earlier read of its has
+// run past its deadline: the goroutines left blocked are at most one per
+// file read of each process that is stuck (its command line, stat,
 // status, cgroup and fd), however often it is asked for. Every read of a
 // process's file goes through readProc or, for fd, holding (pick.go): the
 // only procfs read that does not is the listing of procfs itself, a scan's,
 // which reads no process's files.
-
-// call is a read of a procfs file under way.
-type call struct {
-	done chan struct{} // closed once the read has ended, b and err set
-	b    []byte
-	err  error
-	late bool // a reader gave up on it at its deadline (f.stuck counts it)
-}
 
 // readProc reads the file name of process pid (at most limit bytes), or
 // fails with errUnanswered where the read does not end by its deadline or
@@ -58,61 +51,16 @@ func (f *Finder) readProc(pid uint32, name string, limit int64) ([]byte, error) 
 }
 
 // bounded runs read on the path of process pid's file name as readProc
-// reads a file: in a goroutine of its own, waited for at most readTimeout;
-// errUnanswered where it does not end by then or an earlier read of the
-// process's has not ended past its own deadline.
+// reads a file (f.reads's: joined, waited for at most readTimeout);
+// errUnanswered, logged, where it does not end by then or an earlier read
+// of the process's has not ended past its own deadline.
 func (f *Finder) bounded(pid uint32, name string, read func(path string) ([]byte, error)) ([]byte, error) {
 	path := filepath.Join(f.proc, strconv.FormatUint(uint64(pid), 10), name)
-	f.rmu.Lock()
-	if f.stuck[pid] > 0 {
-		f.rmu.Unlock()
+	b, err := f.reads.Read(int(pid), name, func() ([]byte, error) { return read(path) })
+	if errors.Is(err, errUnanswered) {
 		f.noteUnanswered(pid, name)
-		return nil, errUnanswered
 	}
-	// the deadline is set before the read starts: a test that advances a
-	// manual clock once the read is under way is sure to pass it
-	deadline := f.clock.After(f.readTimeout)
-	c, ok := f.reads[path]
-	if !ok {
-		c = &call{done: make(chan struct{})}
-		f.reads[path] = c
-		go f.read(c, pid, path, read)
-	}
-	f.rmu.Unlock()
-	select {
-	case <-c.done:
-		return c.b, c.err
-	case <-deadline:
-	}
-	f.rmu.Lock()
-	select {
-	case <-c.done: // ended as the deadline passed
-		f.rmu.Unlock()
-		return c.b, c.err
-	default:
-	}
-	if !c.late {
-		c.late = true
-		f.stuck[pid]++
-	}
-	f.rmu.Unlock()
-	f.noteUnanswered(pid, name)
-	return nil, errUnanswered
-}
-
-// read runs the read c of path, a file of process pid's.
-func (f *Finder) read(c *call, pid uint32, path string, read func(path string) ([]byte, error)) {
-	b, err := read(path)
-	f.rmu.Lock()
-	defer f.rmu.Unlock()
-	delete(f.reads, path)
-	if c.late {
-		if f.stuck[pid]--; f.stuck[pid] <= 0 {
-			delete(f.stuck, pid)
-		}
-	}
-	c.b, c.err = b, err
-	close(c.done)
+	return b, err
 }
 
 // startTime returns the start time of process pid (kube.StartTime's, field

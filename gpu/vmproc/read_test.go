@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-kit/log"
@@ -145,6 +146,39 @@ func TestFinderStuckProcess(t *testing.T) {
 			t.Fatal("A not found again 5 s after its read ended")
 		}
 	}
+}
+
+// Lookups of a VM while its QEMU's command line hangs read it once: a
+// lookup that comes while the read is under way waits for that read (the
+// finder's reads join), and each gives up at its own deadline; once the
+// read ends, the VM is found as before.
+func TestFinderJoinsAReadUnderWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		root := proc(t, map[int][]byte{200: cmdline("qemu-kvm", "-uuid", vmA)})
+		clock := gpu.NewManualClock(time.Unix(1e9, 0))
+		f := New(Options{Proc: root, Clock: clock, Rescan: time.Hour, ReadTimeout: time.Second})
+		if _, ok := f.Lookup(vmA, ""); !ok {
+			t.Fatal("A not found")
+		}
+		s := newStall(t, filepath.Join(root, "200", "cmdline"))
+		f.readFile = s.read
+		lookups := []<-chan VM{lookupAsync(f, vmA), lookupAsync(f, vmA)}
+		synctest.Wait() // both under way, waiting on the clock
+		if n := s.reads(); n != 1 {
+			t.Errorf("PID 200's command line read %d times by two lookups at once, want 1", n)
+		}
+		clock.Advance(time.Second) // their deadlines
+		for _, l := range lookups {
+			if vm := <-l; vm.PID != 0 {
+				t.Errorf("Lookup(A) past the deadline = %+v, want not found", vm)
+			}
+		}
+		s.free()
+		synctest.Wait()
+		if vm, _ := f.Lookup(vmA, ""); vm.PID != 200 {
+			t.Errorf("Lookup(A) once the read ended = %+v, want PID 200", vm)
+		}
+	})
 }
 
 // A scan reads every process's command line: one that hangs (a shell on a

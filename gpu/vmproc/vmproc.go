@@ -38,6 +38,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/procread"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
@@ -109,11 +110,7 @@ type Finder struct {
 	lastScan time.Time
 	gen      uint64
 
-	// rmu guards the procfs reads under way (read.go): reads by path,
-	// stuck the PIDs with reads past their deadline, how many
-	rmu   sync.Mutex
-	reads map[string]*call
-	stuck map[uint32]int
+	reads *procread.Reader // every read of a process's procfs file (read.go)
 
 	readFile  func(path string, limit int64) ([]byte, error) // fileread.Regular (tests block it)
 	readLinks func(dir string, max int) ([]byte, error)      // fdTargets (tests block it)
@@ -144,7 +141,8 @@ func New(o Options) *Finder {
 	return &Finder{proc: o.Proc, sys: o.Sys, host: cgroupfile.NewHost(filepath.Join(o.Proc, "self", "cgroup")), clock: o.Clock, rescan: o.Rescan, readTimeout: o.ReadTimeout, logger: o.Logger,
 		lines:  ratelog.NewKeyed(logEvery, 16),
 		claims: map[string][]claimant{}, found: map[key]claimant{}, unsure: map[key]bool{}, refused: map[key]bool{}, said: map[key]string{},
-		reads: map[string]*call{}, stuck: map[uint32]int{}, readFile: fileread.Regular, readLinks: fdTargets}
+		reads:    procread.New(procread.Options{Timeout: o.ReadTimeout, After: o.Clock.After, Join: true}),
+		readFile: fileread.Regular, readLinks: fdTargets}
 }
 
 // Find returns the PID and name of the process that runs the VM of UUID

@@ -82,13 +82,10 @@ func Lines(data []byte) ([]Line, error) {
 }
 
 // Unified is the path of the unified hierarchy's line of the contents of
-// /proc/PID/cgroup, "" without one; an error where Lines refuses them, or
-// host (nil: none) does (Check).
+// /proc/PID/cgroup, "" without one; an error where host.Lines refuses
+// them (host nil: Lines alone).
 func Unified(data []byte, host *Host) (string, error) {
-	lines, err := Lines(data)
-	if err == nil {
-		err = host.Check(lines)
-	}
+	lines, err := host.Lines(data)
 	if err != nil {
 		return "", err
 	}
@@ -152,6 +149,20 @@ func (h *Host) Check(lines []Line) error {
 		return fmt.Errorf("a unified hierarchy's line, %q, where the kernel lists none (%s has none: no cgroup2 mounted): a cgroup name with a line break in it", "0::"+lines[i].Path, h.self)
 	}
 	return fmt.Errorf("hierarchies %s, where the kernel lists %s for every process (%s): a cgroup name with a line break in it", theirs, own, h.self)
+}
+
+// Lines is the package's Lines of data, the contents of another process's
+// /proc/PID/cgroup, then Check of them: an error where either refuses
+// them. A nil h checks the lines alone.
+func (h *Host) Lines(data []byte) ([]Line, error) {
+	lines, err := Lines(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Check(lines); err != nil {
+		return nil, err
+	}
+	return lines, nil
 }
 
 // hierarchies is the set of lines' hierarchies, "ID:controllers" each,

@@ -3,6 +3,7 @@ package cgroupfile
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -198,5 +199,38 @@ func TestHostCheckHierarchies(t *testing.T) {
 	}
 	if err := h.Check(mounted); err != nil {
 		t.Errorf("a hierarchy mounted since the own file was read: %v", err)
+	}
+}
+
+// TestHostLines: Host.Lines is Lines then Check: a file either refuses
+// is an error (Lines' naming the line, Check's the own file), and no
+// lines; one both take is its lines; a nil Host checks Lines alone.
+func TestHostLines(t *testing.T) {
+	self := filepath.Join(t.TempDir(), "cgroup")
+	if err := os.WriteFile(self, []byte("4:memory:/\n1:name=systemd:/vgpu.service\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	legacy := NewHost(self)
+	var none *Host
+	for _, tc := range []struct {
+		name  string
+		host  *Host
+		file  string
+		want  []Line
+		error string // what the error names; "" for none
+	}{
+		{"taken", legacy, "4:memory:/t\n1:name=systemd:/t\n", []Line{{"4", "memory", "/t"}, {"1", "name=systemd", "/t"}}, ""},
+		{"refused by Lines", legacy, "4:memory:/t\n4:memory:/forged\n", nil, "line 2"},
+		{"refused by Check", legacy, "4:memory:/t\n1:name=systemd:/t/x\n0::/victim.service\n", nil, self},
+		{"no host: Lines alone", none, "4:memory:/t\n0::/u\n", []Line{{"4", "memory", "/t"}, {"0", "", "/u"}}, ""},
+		{"no host, refused by Lines", none, "0::/u\n0::/forged\n", nil, "line 2"},
+	} {
+		got, err := tc.host.Lines([]byte(tc.file))
+		if (tc.error == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.error) {
+			t.Errorf("%s: error %v, want one naming %q", tc.name, err, tc.error)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: lines %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -2,13 +2,13 @@ package command
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/procread"
 )
 
 // readTimeout bounds each read of a process's procfs file in a search.
@@ -29,41 +29,31 @@ const (
 	maxEnviron = 4 << 20
 )
 
-// errStuck is a read not made, or not waited for: it did not end by its
-// deadline, an earlier read of the process's has not ended past its own,
-// or maxStuck reads have not.
-var errStuck = errors.New("procfs read not answered in time")
-
 // A read of /proc/PID/environ reads the process's memory under its mmap
 // lock: for a process whose lock is held (one stuck in a wedged driver,
 // the very case where a GPU tool's run times out; or a page of its
 // environment on a file system that never answers) the read blocks, and
 // cannot be interrupted. Cancel runs the search and os/exec's Wait waits
 // for Cancel, so a read waited for without bound would hold Run for good.
-// So each read of a process's file runs in a goroutine of its own, waited
-// for at most the reader's timeout; past that the process is passed over,
-// and the goroutine is left to end when the read does. No read of a
-// process is started while an earlier one of its has run past its
-// deadline, nor any while maxStuck have: the goroutines left blocked are
-// at most maxStuck, and one per search under way.
+// So each read of a process's file is a procread.Reader's: waited for at
+// most readTimeout, past which the process is passed over, and not made
+// while an earlier read of the process's has run past its deadline, nor
+// while maxStuck have: the goroutines left blocked are at most maxStuck,
+// and one per search under way. Reads do not join: the check of a
+// process's environment once its PID is pinned must read it anew.
 
 // procReader reads processes' procfs files with a deadline each.
 type procReader struct {
 	// read reads at most limit bytes of process pid's file name.
-	read    func(pid int, name string, limit int64) ([]byte, error)
-	timeout time.Duration
-	max     int // reads left blocked past their deadline, at most
-
-	mu    sync.Mutex
-	stuck map[int]int // the reads of each process past their deadline, not ended
-	n     int         // the sum of stuck
+	read  func(pid int, name string, limit int64) ([]byte, error)
+	reads *procread.Reader
 }
 
 // procs is the reader of the searches (tests replace it).
 var procs = newProcReader(readProcFile, readTimeout, maxStuck)
 
 func newProcReader(read func(int, string, int64) ([]byte, error), timeout time.Duration, max int) *procReader {
-	return &procReader{read: read, timeout: timeout, max: max, stuck: map[int]int{}}
+	return &procReader{read: read, reads: procread.New(procread.Options{Timeout: timeout, MaxStuck: max})}
 }
 
 // readProcFile reads at most limit bytes of /proc/PID/name.
@@ -76,58 +66,13 @@ func readProcFile(pid int, name string, limit int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, limit))
 }
 
-// readCall is one read under way.
-type readCall struct {
-	done chan struct{} // closed once the read has ended, b and err set
-	b    []byte
-	err  error
-	late bool // given up at its deadline: counted in stuck
-}
-
 // bounded reads at most limit bytes of process pid's file name, or fails
-// with errStuck where the read does not end by the reader's timeout, or
-// is not started (an earlier read of the process's, or max reads, not
-// ended past their deadline).
+// with procread.ErrStuck where the read does not end by the reader's
+// timeout, or is not started (an earlier read of the process's, or max
+// reads, not ended past their deadline).
 func (r *procReader) bounded(pid int, name string, limit int64) ([]byte, error) {
-	r.mu.Lock()
-	if r.stuck[pid] > 0 || r.n >= r.max {
-		r.mu.Unlock()
-		return nil, errStuck
-	}
-	r.mu.Unlock()
-	c := &readCall{done: make(chan struct{})}
 	read := r.read
-	go func() {
-		b, err := read(pid, name, limit)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if c.late {
-			r.n--
-			if r.stuck[pid]--; r.stuck[pid] <= 0 {
-				delete(r.stuck, pid)
-			}
-		}
-		c.b, c.err = b, err
-		close(c.done)
-	}()
-	t := time.NewTimer(r.timeout)
-	defer t.Stop()
-	select {
-	case <-c.done:
-		return c.b, c.err
-	case <-t.C:
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	select {
-	case <-c.done: // ended as the deadline passed
-		return c.b, c.err
-	default:
-	}
-	c.late = true
-	r.stuck[pid]++
-	r.n++
-	return nil, errStuck
+	return r.reads.Read(pid, name, func() ([]byte, error) { return read(pid, name, limit) })
 }
 
 // startTime returns process pid's start time (field 22 of /proc/PID/stat,
