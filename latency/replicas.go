@@ -108,7 +108,7 @@ func (s *sloTracker) judge(now time.Time, h histo) error {
 // seesaw begins a seesaw with h, answered at now: refused, as the answers
 // after it are while it goes on.
 func (s *sloTracker) seesaw(now time.Time, h histo, why string) error {
-	hc := h
+	hc := forNextDelta(h)
 	s.servers = servers{starts: s.servers.starts, last: &hc, lastAt: now, calm: 1, why: why}
 	s.refused = nil
 	return errSeesaw(why)
@@ -124,7 +124,7 @@ func (s *sloTracker) inSeesaw(now time.Time, h histo) error {
 	if h.start == 0 || last.start == 0 {
 		calm = !fell(seriesCounts(last), seriesCounts(&h))
 	}
-	hc := h
+	hc := forNextDelta(h)
 	sv.last, sv.lastAt = &hc, now
 	if !calm {
 		sv.calm = 1 // the first of a new run

@@ -1,0 +1,62 @@
+package latency
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
+)
+
+// TestPoolStaggersFirstScrapes: sources started together (at Start, or
+// added by one Set) are first read spread evenly over one scrape
+// interval, in the order of their names, the first at once; then every
+// interval from there.
+func TestPoolStaggersFirstScrapes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		body := []byte(vllmText("5"))
+		app := &testutil.FakeApp{Body: map[string][]byte{}}
+		spec := func(name string) Spec {
+			app.Set(name, body)
+			return Spec{Name: name, Key: name, Window: time.Minute,
+				Source: &Source{URL: "sim://" + name, Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20}}
+		}
+		clock := gpu.NewManualClock(time.Unix(0, 0))
+		p := NewPool(Options{Clock: clock, AppMetrics: app})
+		specs := []Spec{spec("d"), spec("b"), spec("a"), spec("c")}
+		p.Set(specs, time.Minute)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer func() { cancel(); p.Wait() }()
+		read := func() string {
+			var out []string
+			for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
+				if st, ok := p.Status(n); ok && st.SourceRead {
+					out = append(out, n)
+				}
+			}
+			return strings.Join(out, "")
+		}
+		p.Start(ctx)
+		for _, want := range []string{"a", "ab", "abc", "abcd"} {
+			synctest.Wait()
+			if got := read(); got != want {
+				t.Fatalf("at %v read %q, want %q", clock.Now().Unix(), got, want)
+			}
+			clock.Advance(15 * time.Second)
+		}
+		// Two sources one Set adds: 30 s apart.
+		p.Set(append(specs, spec("f"), spec("e")), time.Minute)
+		synctest.Wait()
+		if got := read(); got != "abcde" {
+			t.Fatalf("after a Set adding e and f: read %q, want abcde", got)
+		}
+		clock.Advance(30 * time.Second)
+		synctest.Wait()
+		if got := read(); got != "abcdef" {
+			t.Fatalf("30 s later: read %q, want abcdef", got)
+		}
+	})
+}
