@@ -11,6 +11,54 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
+// TestStatusDoesNotWaitOnJudging: while a scrape's answer is being judged
+// (its delta computed, which costs as much as it has series), the tracker's
+// lock is free: Pool.Status answers with the status before it, and a
+// Pool.Set (which the tenant Builder calls on the sampler's path) goes
+// through.
+func TestStatusDoesNotWaitOnJudging(t *testing.T) {
+	app := &testutil.FakeApp{Body: map[string][]byte{"a": manySeries(maxSeries, 20, 10)}}
+	p := NewPool(Options{Clock: gpu.NewManualClock(time.Unix(0, 0)), AppMetrics: app})
+	specs := []Spec{{Name: "a", Key: "k", Window: time.Minute, Objective: &Objective{Quantile: 0.99, Target: time.Second},
+		Source: &Source{URL: "sim://a", Metric: "m", Timeout: time.Second, MaxBytes: 4 << 20}}}
+	p.Set(specs, 15*time.Second)
+	ctx := context.Background()
+	p.Refresh(ctx) // the baseline
+	app.Set("a", manySeries(maxSeries, 20, 11))
+	tr := p.trackers["a"]
+	judging, release := make(chan struct{}), make(chan struct{})
+	tr.beforeJudge = func() {
+		close(judging)
+		<-release
+	}
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Refresh(ctx)
+	}()
+	<-judging
+	if !tr.mu.TryLock() {
+		t.Fatal("the tracker's lock is held while an answer is judged: Status would wait on it")
+	}
+	tr.mu.Unlock()
+	if st, ok := p.Status("a"); !ok || !st.SourceUp || st.Measured {
+		t.Errorf("status while judging: %+v, want the baseline's", st)
+	}
+	p.Set(specs, 15*time.Second)
+	close(release)
+	released = true
+	<-done
+	if st, _ := p.Status("a"); !st.Measured || st.RequestsTotal != maxSeries {
+		t.Errorf("status after judging: %+v, want %d requests counted", st, maxSeries)
+	}
+}
+
 // TestPoolStaggersFirstScrapes: sources started together (at Start, or
 // added by one Set) are first read spread evenly over one scrape
 // interval, in the order of their names, the first at once; then every

@@ -30,6 +30,17 @@ type sloTracker struct {
 	slo    *Objective // nil: quantiles only
 	window time.Duration
 
+	// judging serializes observe. What an answer is judged by (prev,
+	// refused, refusedAt, servers, lastScrape) changes only under it, so
+	// observe reads it and computes the answer's delta, which costs as
+	// much as the answer has series, without mu; it takes mu to write
+	// prev and lastScrape (read under either lock) and what Status
+	// shows. Status, and a Pool.Set, thus never wait on a delta.
+	judging sync.Mutex
+	// beforeJudge, set by tests, is called as observe begins to judge
+	// an answer, holding judging but not mu.
+	beforeJudge func()
+
 	mu         sync.Mutex
 	prev       *histo
 	refused    *histo    // the last refused answer, while the next is awaited
@@ -100,14 +111,18 @@ func (s *sloTracker) setSourceLocked(up, read bool, lastErr string) {
 // one, or, when that is implausible too (the jump held: say a replica with
 // a long history joined the sum), from the refused one. Either way one
 // spike is left out of the counters instead of blocking them. observe
-// returns the error, which the caller records with fail.
+// returns the error, which the caller records with fail. It takes mu only
+// to record what it decided, never while it computes (see judging).
 func (s *sloTracker) observe(now time.Time, h histo) error {
 	if err := checkCounts(h); err != nil {
 		return err
 	}
 	h.serverQuantiles = s.reportedQuantiles(h.serverQuantiles)
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.judging.Lock()
+	defer s.judging.Unlock()
+	if s.beforeJudge != nil {
+		s.beforeJudge()
+	}
 	if s.prev == nil {
 		s.accept(time.Time{}, now, h, nil)
 		return nil
@@ -136,9 +151,12 @@ func (s *sloTracker) advance(now time.Time, h histo) error {
 }
 
 // accept takes h, answered at now, as the new base, counting d (what
-// happened from from to now; nil for the first answer, a baseline).
+// happened from from to now; nil for the first answer, a baseline). The
+// caller holds judging.
 func (s *sloTracker) accept(from, now time.Time, h histo, d *histo) {
 	kept := forNextDelta(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.refused = nil
 	s.up, s.read = true, true
 	s.lastErr = ""
