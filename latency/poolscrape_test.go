@@ -2,6 +2,8 @@ package latency
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -107,4 +109,34 @@ func TestPoolStaggersFirstScrapes(t *testing.T) {
 			t.Fatalf("30 s later: read %q, want abcdef", got)
 		}
 	})
+}
+
+// TestHugeHeadersFailScrape: an answer whose headers are larger than
+// maxHeaderBytes fails the scrape, whatever max_bytes allows the body;
+// the Pool's client keeps its transport's TLS settings.
+func TestHugeHeadersFailScrape(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/huge" {
+			pad := strings.Repeat("h", 8<<10)
+			for i := range 128 { // 1 MiB of headers
+				w.Header().Add("X-Pad", pad+string(rune('a'+i%26)))
+			}
+		}
+		_, _ = w.Write([]byte(vllmText("5")))
+	}))
+	defer srv.Close()
+	p := NewPool(Options{HTTPClient: srv.Client()})
+	spec := func(name, path string) Spec {
+		return Spec{Name: name, Key: name, Window: time.Minute,
+			Source: &Source{URL: srv.URL + path, Preset: PresetVLLME2E, Timeout: 10 * time.Second, MaxBytes: 4 << 20}}
+	}
+	p.Set([]Spec{spec("plain", "/"), spec("huge", "/huge")}, time.Minute)
+	p.Refresh(context.Background())
+	if st, _ := p.Status("plain"); !st.SourceUp {
+		t.Errorf("an answer of a few headers, over TLS: %+v", st)
+	}
+	st, _ := p.Status("huge")
+	if st.SourceUp || !strings.Contains(st.LastError, "response headers exceeded 65536 bytes") {
+		t.Errorf("an answer of 1 MiB of headers: up %v, error %q", st.SourceUp, st.LastError)
+	}
 }
