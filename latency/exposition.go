@@ -90,9 +90,13 @@ func decodeProtoDelim(r io.Reader, size int64, want map[string]bool) (map[string
 	desc := (&dto.MetricFamily{}).ProtoReflect().Descriptor()
 	var buf []byte // one message at a time, reused
 	var wanted int64
+	var series seriesSet
 	for off := int64(0); ; {
 		head, err := br.Peek(binary.MaxVarintLen64)
 		if len(head) == 0 {
+			if errors.Is(err, io.EOF) && series.over() {
+				return nil, series.err(true)
+			}
 			if errors.Is(err, io.EOF) {
 				return out, nil
 			}
@@ -136,7 +140,16 @@ func decodeProtoDelim(r io.Reader, size int64, want map[string]bool) (map[string
 			continue
 		}
 		if wanted += int64(len(msg)); want != nil && wanted > maxWantedBytes {
+			if series.over() {
+				return nil, series.err(false)
+			}
 			return nil, errWantedTooLarge
+		}
+		if want != nil {
+			series.protoFamily(name, msg, want)
+		}
+		if series.over() {
+			continue // counted on, decoded no more
 		}
 		if err := countFields(msg, desc, &budget, 0); err != nil {
 			return nil, fmt.Errorf("parse: family %s: %w", clip.Text(name, maxQuoted), err)
@@ -285,6 +298,15 @@ type textFilter struct {
 	startSample bool // a sample of the first block passed on
 	startTwice  bool
 
+	// series counts the series of the lines passed on (seriesSet); past
+	// maxSeries (over), the lines are counted on to the end of the body,
+	// not passed on. counting: the current line's series is being read
+	// by lineSeries.
+	series     seriesSet
+	lineSeries lineSeries
+	counting   bool
+	over       bool
+
 	// The current line, read in pieces: its number in the body, and,
 	// for a sample line passed on, its label pairs so far (each an '='
 	// outside quotes) and where the scan stands in a quoted string.
@@ -311,16 +333,26 @@ func (f *textFilter) Read(p []byte) (int, error) {
 				f.sample = f.keep && len(t) > 0 && t[0] != '#'
 				if f.sample {
 					f.name = append(f.name[:0], lineName(t)...)
+					f.countSeries(t)
 				}
-				if f.keep {
+				if f.over { // past maxSeries: counted, no longer passed on
+					f.keep, f.sample = false, false
+				}
+				if f.keep || f.counting {
 					if f.lines++; f.lines > maxTextLines {
 						f.err = fmt.Errorf("parse: more than %d lines of the source's families", maxTextLines)
+						if f.over {
+							f.err = f.series.err(false)
+						}
 						return 0, f.err
 					}
-					if by := f.lineNo - f.lines; len(f.shifts) == 0 || f.shifts[len(f.shifts)-1].by != by {
-						f.shifts = append(f.shifts, lineShift{from: f.lines, by: by})
-					}
 				}
+				if by := f.lineNo - f.lines; f.keep && (len(f.shifts) == 0 || f.shifts[len(f.shifts)-1].by != by) {
+					f.shifts = append(f.shifts, lineShift{from: f.lines, by: by})
+				}
+			}
+			if f.counting {
+				f.lineSeries.feed(piece)
 			}
 			if f.keep {
 				if f.bytes += len(piece); f.bytes > maxWantedBytes {
@@ -333,6 +365,9 @@ func (f *textFilter) Read(p []byte) (int, error) {
 				return 0, f.err
 			}
 			f.inLine = piece[len(piece)-1] != '\n'
+			if !f.inLine {
+				f.seriesCounted()
+			}
 			if f.keep {
 				f.pending = piece
 				if bytes.HasSuffix(piece, []byte("\r\n")) { // as a line scanner would read it
@@ -348,7 +383,11 @@ func (f *textFilter) Read(p []byte) (int, error) {
 				last := bytes.TrimSuffix(f.pending, []byte("\r")) // as a line scanner would read it
 				f.pending = append(last[:len(last):len(last)], '\n')
 			}
+			f.seriesCounted()
 			f.inLine, f.err = false, io.EOF
+			if f.over {
+				f.err = f.series.err(true)
+			}
 		default:
 			f.err = err
 		}
@@ -356,6 +395,28 @@ func (f *textFilter) Read(p []byte) (int, error) {
 	n := copy(p, f.pending)
 	f.pending = f.pending[n:]
 	return n, nil
+}
+
+// countSeries begins reading the series of the sample line t of a family
+// the source reads.
+func (f *textFilter) countSeries(t []byte) {
+	base := ""
+	if t[0] != '{' {
+		base = familyBase(string(lineName(t)), f.want)
+	}
+	f.lineSeries.reset(base)
+	f.counting = true
+}
+
+// seriesCounted counts the series of the line just read, if it was read
+// for one, and marks the filter over maxSeries when it is the one too many.
+func (f *textFilter) seriesCounted() {
+	if !f.counting {
+		return
+	}
+	f.counting = false
+	f.series.add(f.lineSeries.sum())
+	f.over = f.series.over()
 }
 
 // startLine says whether a line of process_start_time_seconds (a HELP or

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,13 +27,40 @@ type Options struct {
 	// AppMetrics serves sources with sim://<app> URLs (the simulator); nil
 	// otherwise.
 	AppMetrics gpu.AppMetricsSource
-	// HTTPClient reads http(s) sources; nil means a default client.
+	// HTTPClient reads http(s) sources; nil means a default client. The
+	// Pool reads through a copy of its Transport (of
+	// http.DefaultTransport where it has none) whose answers' headers
+	// may hold at most maxHeaderBytes; another kind of RoundTripper is
+	// used as it is.
 	HTTPClient *http.Client
 }
 
+// maxHeaderBytes bounds the headers of a source's answer, which max_bytes
+// (the body's bound) does not: Go's transport reads up to 10 MiB of them
+// by default. A real answer's are well under 1 KiB.
+const maxHeaderBytes = 64 << 10
+
+// boundedHeaders is c reading through its own copy of c's transport
+// whose answers' headers may hold at most maxHeaderBytes, proxies, TLS
+// and timeouts kept.
+func boundedHeaders(c *http.Client) *http.Client {
+	out := *c
+	rt := out.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	if t, ok := rt.(*http.Transport); ok {
+		t = t.Clone()
+		t.MaxResponseHeaderBytes = maxHeaderBytes
+		out.Transport = t
+	}
+	return &out
+}
+
 // Pool keeps one tracker per named source and scrapes them: on their own
-// goroutines every scrape interval after Start, or all at once in the
-// caller's goroutine on Refresh. Status never waits on a scrape.
+// goroutines every scrape interval after Start (the first scrapes of
+// sources started together spread over one interval), or all at once in
+// the caller's goroutine on Refresh. Status never waits on a scrape.
 type Pool struct {
 	clock   gpu.Clock
 	logger  log.Logger
@@ -56,7 +85,7 @@ func NewPool(opts Options) *Pool {
 	return &Pool{
 		clock:      opts.Clock,
 		logger:     opts.Logger,
-		scraper:    &scraper{httpc: opts.HTTPClient, app: opts.AppMetrics, clock: opts.Clock},
+		scraper:    &scraper{httpc: boundedHeaders(opts.HTTPClient), app: opts.AppMetrics, clock: opts.Clock},
 		trackers:   map[string]*sloTracker{},
 		trackerKey: map[string]string{},
 		cancels:    map[string]context.CancelFunc{},
@@ -65,7 +94,8 @@ func NewPool(opts Options) *Pool {
 
 // Set makes specs the tracked sources, scraped every scrapeInterval. A
 // name whose Key did not change keeps its tracker; the others start anew
-// (and, once started, get their own loop) under the next Status.Epoch,
+// (and, once started, get their own loop, their first scrapes spread
+// over one interval: startTrackersLocked) under the next Status.Epoch,
 // keeping the Retry-After wait of a tracker of the same URL; names not in
 // specs are dropped and their loops stopped.
 func (p *Pool) Set(specs []Spec, scrapeInterval time.Duration) {
@@ -74,6 +104,7 @@ func (p *Pool) Set(specs []Spec, scrapeInterval time.Duration) {
 	p.interval = scrapeInterval
 	waits := retryWaits(p.trackers, p.clock.Now())
 	keep := map[string]bool{}
+	var started []string // the names given new trackers
 	for _, sp := range specs {
 		keep[sp.Name] = true
 		if tr, ok := p.trackers[sp.Name]; ok && p.trackerKey[sp.Name] == sp.Key {
@@ -93,7 +124,7 @@ func (p *Pool) Set(specs []Spec, scrapeInterval time.Duration) {
 		}
 		p.trackers[sp.Name] = tr
 		p.trackerKey[sp.Name] = sp.Key
-		p.startTrackerLocked(sp.Name, tr)
+		started = append(started, sp.Name)
 	}
 	for name := range p.trackers {
 		if !keep[name] {
@@ -102,6 +133,7 @@ func (p *Pool) Set(specs []Spec, scrapeInterval time.Duration) {
 			delete(p.trackerKey, name)
 		}
 	}
+	p.startTrackersLocked(started)
 }
 
 func (p *Pool) stopLocked(name string) {
@@ -133,26 +165,35 @@ func (p *Pool) Start(ctx context.Context) {
 		return
 	}
 	p.runCtx = ctx
-	for name, tr := range p.trackers {
-		p.startTrackerLocked(name, tr)
-	}
+	p.startTrackersLocked(slices.Collect(maps.Keys(p.trackers)))
 }
 
 // Wait blocks until every goroutine Start (and Set while running) started
 // has returned, which they do once Start's context ends.
 func (p *Pool) Wait() { p.loops.Wait() }
 
-func (p *Pool) startTrackerLocked(name string, tr *sloTracker) {
+// startTrackersLocked starts the loops of the named trackers, which start
+// together (Start, or the trackers one Set adds), once started: their
+// first scrapes are spread evenly over one scrape interval, in the order
+// of their names (the first at once), so that their scrapes, and the
+// memory each takes while it decodes, do not come together at every
+// interval.
+func (p *Pool) startTrackersLocked(names []string) {
 	if p.runCtx == nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(p.runCtx)
-	p.cancels[name] = cancel
-	p.loops.Add(1)
-	go func() {
-		defer p.loops.Done()
-		p.trackerLoop(ctx, tr)
-	}()
+	slices.Sort(names)
+	for i, name := range names {
+		tr := p.trackers[name]
+		first := p.interval * time.Duration(i) / time.Duration(len(names))
+		ctx, cancel := context.WithCancel(p.runCtx)
+		p.cancels[name] = cancel
+		p.loops.Add(1)
+		go func() {
+			defer p.loops.Done()
+			p.trackerLoop(ctx, tr, first)
+		}()
+	}
 }
 
 // Refresh scrapes every source once now, in the caller's goroutine.
@@ -245,7 +286,16 @@ func (p *Pool) scrapeSafely(ctx context.Context, tr *sloTracker, now time.Time) 
 	return p.scraper.scrapeOnce(ctx, tr, now)
 }
 
-func (p *Pool) trackerLoop(ctx context.Context, tr *sloTracker) {
+// trackerLoop scrapes tr every scrape interval, the first time after
+// first, until ctx ends.
+func (p *Pool) trackerLoop(ctx context.Context, tr *sloTracker, first time.Duration) {
+	if first > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.clock.After(first):
+		}
+	}
 	for {
 		start := p.clock.Now()
 		p.scrape(ctx, tr, start)

@@ -91,7 +91,8 @@ func errSeesaw(why string) error {
 	return fmt.Errorf("the counts went back and forth (%s): several servers behind one URL? a source must reach one server process (a pod, not a Service)", why)
 }
 
-// judge counts or refuses h, answered at now, after s.prev.
+// judge counts or refuses h, answered at now, after s.prev. The caller
+// holds judging, not mu (see sloTracker.judging).
 func (s *sloTracker) judge(now time.Time, h histo) error {
 	s.servers.saw(s.prev.start) // the first answer's, judged by none
 	defer s.servers.saw(h.start)
@@ -108,7 +109,7 @@ func (s *sloTracker) judge(now time.Time, h histo) error {
 // seesaw begins a seesaw with h, answered at now: refused, as the answers
 // after it are while it goes on.
 func (s *sloTracker) seesaw(now time.Time, h histo, why string) error {
-	hc := h
+	hc := forNextDelta(h)
 	s.servers = servers{starts: s.servers.starts, last: &hc, lastAt: now, calm: 1, why: why}
 	s.refused = nil
 	return errSeesaw(why)
@@ -124,7 +125,7 @@ func (s *sloTracker) inSeesaw(now time.Time, h histo) error {
 	if h.start == 0 || last.start == 0 {
 		calm = !fell(seriesCounts(last), seriesCounts(&h))
 	}
-	hc := h
+	hc := forNextDelta(h)
 	sv.last, sv.lastAt = &hc, now
 	if !calm {
 		sv.calm = 1 // the first of a new run
@@ -134,7 +135,9 @@ func (s *sloTracker) inSeesaw(now time.Time, h histo) error {
 		return errSeesaw(sv.why)
 	}
 	s.servers = servers{starts: sv.starts}
+	s.mu.Lock()
 	s.prev, s.lastScrape = last, lastAt // (refused: cleared as the seesaw began)
+	s.mu.Unlock()
 	return s.advance(now, h)
 }
 

@@ -30,6 +30,17 @@ type sloTracker struct {
 	slo    *Objective // nil: quantiles only
 	window time.Duration
 
+	// judging serializes observe. What an answer is judged by (prev,
+	// refused, refusedAt, servers, lastScrape) changes only under it, so
+	// observe reads it and computes the answer's delta, which costs as
+	// much as the answer has series, without mu; it takes mu to write
+	// prev and lastScrape (read under either lock) and what Status
+	// shows. Status, and a Pool.Set, thus never wait on a delta.
+	judging sync.Mutex
+	// beforeJudge, set by tests, is called as observe begins to judge
+	// an answer, holding judging but not mu.
+	beforeJudge func()
+
 	mu         sync.Mutex
 	prev       *histo
 	refused    *histo    // the last refused answer, while the next is awaited
@@ -100,14 +111,18 @@ func (s *sloTracker) setSourceLocked(up, read bool, lastErr string) {
 // one, or, when that is implausible too (the jump held: say a replica with
 // a long history joined the sum), from the refused one. Either way one
 // spike is left out of the counters instead of blocking them. observe
-// returns the error, which the caller records with fail.
+// returns the error, which the caller records with fail. It takes mu only
+// to record what it decided, never while it computes (see judging).
 func (s *sloTracker) observe(now time.Time, h histo) error {
 	if err := checkCounts(h); err != nil {
 		return err
 	}
 	h.serverQuantiles = s.reportedQuantiles(h.serverQuantiles)
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.judging.Lock()
+	defer s.judging.Unlock()
+	if s.beforeJudge != nil {
+		s.beforeJudge()
+	}
 	if s.prev == nil {
 		s.accept(time.Time{}, now, h, nil)
 		return nil
@@ -127,7 +142,7 @@ func (s *sloTracker) advance(now time.Time, h histo) error {
 		}
 	}
 	if err != nil {
-		hc := h
+		hc := forNextDelta(h)
 		s.refused, s.refusedAt = &hc, now
 		return err
 	}
@@ -136,8 +151,12 @@ func (s *sloTracker) advance(now time.Time, h histo) error {
 }
 
 // accept takes h, answered at now, as the new base, counting d (what
-// happened from from to now; nil for the first answer, a baseline).
+// happened from from to now; nil for the first answer, a baseline). The
+// caller holds judging.
 func (s *sloTracker) accept(from, now time.Time, h histo, d *histo) {
+	kept := forNextDelta(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.refused = nil
 	s.up, s.read = true, true
 	s.lastErr = ""
@@ -160,10 +179,36 @@ func (s *sloTracker) accept(from, now time.Time, h histo, d *histo) {
 			s.addToWindow(p.t, p.h)
 		}
 	}
-	hc := h
-	s.prev = &hc
+	s.prev = &kept
 	s.status = s.computeLocked(now)
 }
+
+// forNextDelta is h as a tracker keeps it until the next answer's delta:
+// its series share one copy of each bucket layout (a histogram's series
+// mostly have the same buckets), instead of one copy each. It changes
+// h's series in place: h is the tracker's, from the answer just decoded.
+func forNextDelta(h histo) histo {
+	if len(h.series) < 2 {
+		return h
+	}
+	layouts := [][]float64{h.bounds}
+	for k, sh := range h.series {
+		i := slices.IndexFunc(layouts, func(l []float64) bool { return sameBounds(l, sh.bounds) })
+		switch {
+		case i >= 0:
+			sh.bounds = layouts[i]
+			h.series[k] = sh
+		case len(layouts) < maxLayouts:
+			layouts = append(layouts, sh.bounds)
+		}
+	}
+	return h
+}
+
+// maxLayouts bounds the bucket layouts forNextDelta shares, so that a
+// histogram whose series each have buckets of their own costs it no more
+// than series x maxLayouts comparisons.
+const maxLayouts = 8
 
 // addToWindow appends d, counted up to time t, to the window.
 func (s *sloTracker) addToWindow(t time.Time, d histo) {
@@ -175,10 +220,19 @@ func (s *sloTracker) addToWindow(t time.Time, d histo) {
 		return
 	}
 	// d may share its slices with h (after a counter reset); the
-	// entry gets its own so that merging into it leaves h intact.
-	d.bounds = append([]float64(nil), d.bounds...)
+	// entry gets its own cum so that merging into it leaves h intact.
+	// Its bounds, never written, are the previous entry's where they
+	// are the same (accept restarts the window where they are not).
+	if n > 0 && sameBounds(s.deltas[n-1].h.bounds, d.bounds) {
+		d.bounds = s.deltas[n-1].h.bounds
+	} else {
+		d.bounds = append([]float64(nil), d.bounds...)
+	}
 	d.cum = append([]float64(nil), d.cum...)
 	d.serverQuantiles = nil // read from prev alone
+	// A delta that is an answer's new values (after a reset) would
+	// keep its series in the window for as long as it stays there.
+	d.series, d.reqSeries = nil, nil
 	s.deltas = append(s.deltas, timedDelta{t: t, h: d})
 }
 

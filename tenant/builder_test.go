@@ -187,6 +187,7 @@ func TestStartStopsOnCancel(t *testing.T) {
 			t.Fatalf("loops never ran: %+v %+v", s.SLOs, s.Kubelet)
 		}
 		time.Sleep(5 * time.Millisecond)
+		clock.Advance(time.Second) // a and b, started together, are first read 7.5 s apart
 	}
 
 	cancel()
