@@ -12,6 +12,7 @@ package nvml
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -259,7 +260,8 @@ func (b *Backend) markDown(ds *devState, err error) {
 	// Handles of a lost GPU are not reused: re-acquire on recovery. The
 	// reset that brings it back drops a clock lock: this backend's record
 	// of one no longer says whether the clocks are locked.
-	if e, ok := err.(*Error); ok && (e.Return == nvml.ERROR_GPU_IS_LOST || e.Return == nvml.ERROR_RESET_REQUIRED) {
+	var e *Error
+	if errors.As(err, &e) && (e.Return == nvml.ERROR_GPU_IS_LOST || e.Return == nvml.ERROR_RESET_REQUIRED) {
 		ds.handle = nil
 		ds.giProfiles, ds.giFullSMs = nil, 0
 		ds.locked = nil

@@ -11,13 +11,15 @@ import (
 )
 
 // devReader reads one GPU for one sample. ok() classifies each NVML return:
-// absent readings stay nil (logged once per GPU and call); the first fatal
-// error is kept and the GPU is then reported down.
+// absent readings stay nil (logged once per GPU, call and code); the first
+// fatal error is kept and the GPU is then reported down.
 type devReader struct {
 	b     *Backend
 	ds    *devState
 	fatal error
 	now   time.Time // of the sample
+	// asked: whether the GPU answers was asked this sample (alive)
+	asked bool
 	// migHandles are the MIG device handles, in MIG mode: one per compute
 	// instance (a GPU instance may hold several).
 	migHandles []migHandle
@@ -34,22 +36,45 @@ type migHandle struct {
 }
 
 // ok reports whether r is SUCCESS. A fatal error is recorded; an absent
-// reading is logged once per GPU and call.
+// reading is logged once per GPU, call and code; after a code that does
+// not say whether the GPU answers (UNKNOWN), alive asks it.
 func (rd *devReader) ok(call string, r nvml.Return) bool {
 	switch classify(r) {
 	case outcomeOK:
 		return true
-	case outcomeAbsent:
-		if r != nvml.ERROR_NOT_FOUND { // NOT_FOUND: no data this time, not worth a log line
-			rd.b.logOnce(rd.ds.uuid+"/"+call, "msg", "reading unavailable on this GPU; left out",
-				"gpu", rd.ds.index, "uuid", rd.ds.uuid, "call", call, "reason", returnName(r))
+	case outcomeFatal:
+		if rd.fatal == nil {
+			rd.fatal = retErr(call, r)
 		}
 		return false
+	case outcomeCheck:
+		if !rd.alive(call, r) {
+			return false
+		}
+		rd.b.warnOnce(rd.ds.uuid+"/"+call+"/"+returnName(r), "msg", "reading failed on a GPU that answers; left out",
+			"gpu", rd.ds.index, "uuid", rd.ds.uuid, "call", call, "reason", returnName(r))
+		return false
 	}
-	if rd.fatal == nil {
-		rd.fatal = retErr(call, r)
+	if r != nvml.ERROR_NOT_FOUND { // NOT_FOUND: no data this time, not worth a log line
+		rd.b.logOnce(rd.ds.uuid+"/"+call+"/"+returnName(r), "msg", "reading unavailable on this GPU; left out",
+			"gpu", rd.ds.index, "uuid", rd.ds.uuid, "call", call, "reason", returnName(r))
 	}
 	return false
+}
+
+// alive says whether the GPU answers after call returned r, a code that
+// does not tell (UNKNOWN): its UUID is asked, once a sample. If that fails
+// too, the GPU is down (a fatal error naming both calls is recorded).
+func (rd *devReader) alive(call string, r nvml.Return) bool {
+	if rd.asked || rd.fatal != nil {
+		return rd.fatal == nil
+	}
+	rd.asked = true
+	if _, r2 := rd.ds.handle.GetUUID(); r2 != nvml.SUCCESS {
+		rd.fatal = fmt.Errorf("%s: %s, and the GPU's UUID then: %w", call, returnName(r), retErr("nvmlDeviceGetUUID", r2))
+		return false
+	}
+	return true
 }
 
 // skip logs once that a call is skipped because the driver lacks it.
