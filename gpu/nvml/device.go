@@ -167,7 +167,7 @@ func (rd *devReader) readBasic(d *gpu.Device) {
 		if !b.has(symEnergy) {
 			rd.skip(symEnergy)
 		} else if v, r := h.GetTotalEnergyConsumption(); rd.ok("nvmlDeviceGetTotalEnergyConsumption", r) {
-			d.EnergyJoules = gpu.Float(float64(v) / 1000) // mJ
+			d.EnergyJoules = rd.readEnergy(d, v)
 		}
 	}, func() {
 		if v, r := h.GetPersistenceMode(); rd.ok("nvmlDeviceGetPersistenceMode", r) {
