@@ -197,8 +197,8 @@ func (rd *devReader) readBasic(d *gpu.Device) {
 		})
 	}, func() {
 		if u, r := h.GetUtilizationRates(); rd.ok("nvmlDeviceGetUtilizationRates", r) {
-			d.GPUUtil = gpu.Float(clamp01(float64(u.Gpu) / 100))
-			d.MemUtil = gpu.Float(clamp01(float64(u.Memory) / 100))
+			d.GPUUtil = rd.percent("nvmlDeviceGetUtilizationRates(GPU)", u.Gpu)
+			d.MemUtil = rd.percent("nvmlDeviceGetUtilizationRates(memory)", u.Memory)
 		}
 	})
 }
@@ -242,12 +242,13 @@ func (rd *devReader) readReasons(d *gpu.Device) {
 // memoryInfo reads the memory size and use of a GPU or MIG device (what
 // names it in call names: "" or "(MIG)"). The v2 call (R510+) reports use
 // without the memory the driver and firmware reserve, as nvidia-smi does;
-// v1's use includes it. v1 is the fallback.
+// v1's use includes it. v1 is the fallback. Use over the size is no
+// reading: both are left out (0, as unread), logged once.
 func (rd *devReader) memoryInfo(h nvml.Device, what string) (total, used uint64, ok bool) {
 	if rd.b.has(symMemoryInfoV2) {
 		mem, r := h.GetMemoryInfo_v2()
 		if r == nvml.SUCCESS {
-			return mem.Total, mem.Used, true
+			return rd.memoryRead("nvmlDeviceGetMemoryInfo_v2"+what, mem.Total, mem.Used)
 		}
 		if classify(r) == outcomeFatal {
 			rd.ok("nvmlDeviceGetMemoryInfo_v2"+what, r)
@@ -259,7 +260,35 @@ func (rd *devReader) memoryInfo(h nvml.Device, what string) (total, used uint64,
 	if !rd.ok("nvmlDeviceGetMemoryInfo"+what, r) {
 		return 0, 0, false
 	}
-	return mem.Total, mem.Used, true
+	return rd.memoryRead("nvmlDeviceGetMemoryInfo"+what, mem.Total, mem.Used)
+}
+
+// memoryRead takes a memory reading of call unless its use is over its
+// size.
+func (rd *devReader) memoryRead(call string, total, used uint64) (uint64, uint64, bool) {
+	if used > total {
+		rd.outOfRange(call, "used", used, "total", total)
+		return 0, 0, false
+	}
+	return total, used, true
+}
+
+// percent is an NVML percentage as a ratio; nil (logged once) for one
+// over 100: a whole number cannot overshoot by rounding, so it is no
+// reading, and clamped to 1 it would be served as a busy GPU.
+func (rd *devReader) percent(call string, v uint32) *float64 {
+	if v > 100 {
+		rd.outOfRange(call, "value", v)
+		return nil
+	}
+	return gpu.Float(float64(v) / 100)
+}
+
+// outOfRange logs once per GPU and call that the call answered a figure
+// that cannot be (keyvals say which), left out.
+func (rd *devReader) outOfRange(call string, keyvals ...any) {
+	rd.b.warnOnce(rd.ds.uuid+"/"+call+"/range", append([]any{"msg", "NVML answered a figure out of its range; left out",
+		"gpu", rd.ds.index, "uuid", rd.ds.uuid, "call", call}, keyvals...)...)
 }
 
 // computeModeNames are NVML's compute modes as nvidia-smi names them.
