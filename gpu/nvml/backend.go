@@ -12,6 +12,7 @@ package nvml
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 )
 
 // Options configure New.
@@ -74,6 +76,8 @@ type Backend struct {
 
 	onceMu sync.Mutex
 	logged map[string]struct{}
+	// energyLog bounds the lines about refused energy readings
+	energyLog *ratelog.Keyed
 
 	events *eventWatcher
 }
@@ -115,6 +119,7 @@ type devState struct {
 	ctxCycles    float64
 	ctxKnown     bool
 	nvlinkErrs   nvlinkErrors
+	energy       energyGuard
 
 	// clocks locked through this backend (nil when never changed here)
 	locked *bool
@@ -163,7 +168,7 @@ func New(opts Options) (b *Backend, err error) {
 	}
 	initialized = true
 	b = &Backend{lib: lib, clock: clock, logger: logger, vms: opts.VMs, logged: map[string]struct{}{},
-		giProfileInfoV3: giProfileInfoV3}
+		energyLog: ratelog.NewKeyed(energyLogEvery, 64), giProfileInfoV3: giProfileInfoV3}
 	b.lookupSymbols()
 
 	if v, r := lib.SystemGetDriverVersion(); r == nvml.SUCCESS {
@@ -258,11 +263,18 @@ func (b *Backend) markDown(ds *devState, err error) {
 	ds.lastErr = msg
 	// Handles of a lost GPU are not reused: re-acquire on recovery. The
 	// reset that brings it back drops a clock lock: this backend's record
-	// of one no longer says whether the clocks are locked.
-	if e, ok := err.(*Error); ok && (e.Return == nvml.ERROR_GPU_IS_LOST || e.Return == nvml.ERROR_RESET_REQUIRED) {
+	// of one no longer says whether the clocks are locked; and it starts
+	// the driver's counters again at 0: the per-link NVLink error counts
+	// and the energy reading kept are of before it (the sums and the
+	// energy counter served go down once, a counter reset, rather than
+	// mixing counts of before and after).
+	var e *Error
+	if errors.As(err, &e) && (e.Return == nvml.ERROR_GPU_IS_LOST || e.Return == nvml.ERROR_RESET_REQUIRED) {
 		ds.handle = nil
 		ds.giProfiles, ds.giFullSMs = nil, 0
 		ds.locked = nil
+		ds.nvlinkErrs = nil
+		ds.energy = energyGuard{}
 		b.dropGPM(ds)
 	}
 }

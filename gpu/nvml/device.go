@@ -11,13 +11,15 @@ import (
 )
 
 // devReader reads one GPU for one sample. ok() classifies each NVML return:
-// absent readings stay nil (logged once per GPU and call); the first fatal
-// error is kept and the GPU is then reported down.
+// absent readings stay nil (logged once per GPU, call and code); the first
+// fatal error is kept and the GPU is then reported down.
 type devReader struct {
 	b     *Backend
 	ds    *devState
 	fatal error
 	now   time.Time // of the sample
+	// asked: whether the GPU answers was asked this sample (alive)
+	asked bool
 	// migHandles are the MIG device handles, in MIG mode: one per compute
 	// instance (a GPU instance may hold several).
 	migHandles []migHandle
@@ -34,22 +36,45 @@ type migHandle struct {
 }
 
 // ok reports whether r is SUCCESS. A fatal error is recorded; an absent
-// reading is logged once per GPU and call.
+// reading is logged once per GPU, call and code; after a code that does
+// not say whether the GPU answers (UNKNOWN), alive asks it.
 func (rd *devReader) ok(call string, r nvml.Return) bool {
 	switch classify(r) {
 	case outcomeOK:
 		return true
-	case outcomeAbsent:
-		if r != nvml.ERROR_NOT_FOUND { // NOT_FOUND: no data this time, not worth a log line
-			rd.b.logOnce(rd.ds.uuid+"/"+call, "msg", "reading unavailable on this GPU; left out",
-				"gpu", rd.ds.index, "uuid", rd.ds.uuid, "call", call, "reason", returnName(r))
+	case outcomeFatal:
+		if rd.fatal == nil {
+			rd.fatal = retErr(call, r)
 		}
 		return false
+	case outcomeCheck:
+		if !rd.alive(call, r) {
+			return false
+		}
+		rd.b.warnOnce(rd.ds.uuid+"/"+call+"/"+returnName(r), "msg", "reading failed on a GPU that answers; left out",
+			"gpu", rd.ds.index, "uuid", rd.ds.uuid, "call", call, "reason", returnName(r))
+		return false
 	}
-	if rd.fatal == nil {
-		rd.fatal = retErr(call, r)
+	if r != nvml.ERROR_NOT_FOUND { // NOT_FOUND: no data this time, not worth a log line
+		rd.b.logOnce(rd.ds.uuid+"/"+call+"/"+returnName(r), "msg", "reading unavailable on this GPU; left out",
+			"gpu", rd.ds.index, "uuid", rd.ds.uuid, "call", call, "reason", returnName(r))
 	}
 	return false
+}
+
+// alive says whether the GPU answers after call returned r, a code that
+// does not tell (UNKNOWN): its UUID is asked, once a sample. If that fails
+// too, the GPU is down (a fatal error naming both calls is recorded).
+func (rd *devReader) alive(call string, r nvml.Return) bool {
+	if rd.asked || rd.fatal != nil {
+		return rd.fatal == nil
+	}
+	rd.asked = true
+	if _, r2 := rd.ds.handle.GetUUID(); r2 != nvml.SUCCESS {
+		rd.fatal = fmt.Errorf("%s: %s, and the GPU's UUID then: %w", call, returnName(r), retErr("nvmlDeviceGetUUID", r2))
+		return false
+	}
+	return true
 }
 
 // skip logs once that a call is skipped because the driver lacks it.
@@ -142,7 +167,7 @@ func (rd *devReader) readBasic(d *gpu.Device) {
 		if !b.has(symEnergy) {
 			rd.skip(symEnergy)
 		} else if v, r := h.GetTotalEnergyConsumption(); rd.ok("nvmlDeviceGetTotalEnergyConsumption", r) {
-			d.EnergyJoules = gpu.Float(float64(v) / 1000) // mJ
+			d.EnergyJoules = rd.readEnergy(d, v)
 		}
 	}, func() {
 		if v, r := h.GetPersistenceMode(); rd.ok("nvmlDeviceGetPersistenceMode", r) {
@@ -172,8 +197,8 @@ func (rd *devReader) readBasic(d *gpu.Device) {
 		})
 	}, func() {
 		if u, r := h.GetUtilizationRates(); rd.ok("nvmlDeviceGetUtilizationRates", r) {
-			d.GPUUtil = gpu.Float(clamp01(float64(u.Gpu) / 100))
-			d.MemUtil = gpu.Float(clamp01(float64(u.Memory) / 100))
+			d.GPUUtil = rd.percent("nvmlDeviceGetUtilizationRates(GPU)", u.Gpu)
+			d.MemUtil = rd.percent("nvmlDeviceGetUtilizationRates(memory)", u.Memory)
 		}
 	})
 }
@@ -217,12 +242,13 @@ func (rd *devReader) readReasons(d *gpu.Device) {
 // memoryInfo reads the memory size and use of a GPU or MIG device (what
 // names it in call names: "" or "(MIG)"). The v2 call (R510+) reports use
 // without the memory the driver and firmware reserve, as nvidia-smi does;
-// v1's use includes it. v1 is the fallback.
+// v1's use includes it. v1 is the fallback. Use over the size is no
+// reading: both are left out (0, as unread), logged once.
 func (rd *devReader) memoryInfo(h nvml.Device, what string) (total, used uint64, ok bool) {
 	if rd.b.has(symMemoryInfoV2) {
 		mem, r := h.GetMemoryInfo_v2()
 		if r == nvml.SUCCESS {
-			return mem.Total, mem.Used, true
+			return rd.memoryRead("nvmlDeviceGetMemoryInfo_v2"+what, mem.Total, mem.Used)
 		}
 		if classify(r) == outcomeFatal {
 			rd.ok("nvmlDeviceGetMemoryInfo_v2"+what, r)
@@ -234,7 +260,35 @@ func (rd *devReader) memoryInfo(h nvml.Device, what string) (total, used uint64,
 	if !rd.ok("nvmlDeviceGetMemoryInfo"+what, r) {
 		return 0, 0, false
 	}
-	return mem.Total, mem.Used, true
+	return rd.memoryRead("nvmlDeviceGetMemoryInfo"+what, mem.Total, mem.Used)
+}
+
+// memoryRead takes a memory reading of call unless its use is over its
+// size.
+func (rd *devReader) memoryRead(call string, total, used uint64) (uint64, uint64, bool) {
+	if used > total {
+		rd.outOfRange(call, "used", used, "total", total)
+		return 0, 0, false
+	}
+	return total, used, true
+}
+
+// percent is an NVML percentage as a ratio; nil (logged once) for one
+// over 100: a whole number cannot overshoot by rounding, so it is no
+// reading, and clamped to 1 it would be served as a busy GPU.
+func (rd *devReader) percent(call string, v uint32) *float64 {
+	if v > 100 {
+		rd.outOfRange(call, "value", v)
+		return nil
+	}
+	return gpu.Float(float64(v) / 100)
+}
+
+// outOfRange logs once per GPU and call that the call answered a figure
+// that cannot be (keyvals say which), left out.
+func (rd *devReader) outOfRange(call string, keyvals ...any) {
+	rd.b.warnOnce(rd.ds.uuid+"/"+call+"/range", append([]any{"msg", "NVML answered a figure out of its range; left out",
+		"gpu", rd.ds.index, "uuid", rd.ds.uuid, "call", call}, keyvals...)...)
 }
 
 // computeModeNames are NVML's compute modes as nvidia-smi names them.

@@ -52,44 +52,50 @@ func retErr(call string, r nvml.Return) error {
 	return &Error{Call: call, Return: r}
 }
 
+// returnNames name every return code NVML has (nvml.h's nvmlReturn_t),
+// some with what to check. nvml.Return's own Error calls into the library
+// once it is loaded and has no hints; this table needs neither.
+var returnNames = map[nvml.Return]string{
+	nvml.SUCCESS:                         "SUCCESS",
+	nvml.ERROR_UNINITIALIZED:             "ERROR_UNINITIALIZED (NVML not initialized)",
+	nvml.ERROR_INVALID_ARGUMENT:          "ERROR_INVALID_ARGUMENT",
+	nvml.ERROR_NOT_SUPPORTED:             "ERROR_NOT_SUPPORTED",
+	nvml.ERROR_NO_PERMISSION:             "ERROR_NO_PERMISSION (needs root or the matching capability)",
+	nvml.ERROR_ALREADY_INITIALIZED:       "ERROR_ALREADY_INITIALIZED",
+	nvml.ERROR_NOT_FOUND:                 "ERROR_NOT_FOUND",
+	nvml.ERROR_INSUFFICIENT_SIZE:         "ERROR_INSUFFICIENT_SIZE",
+	nvml.ERROR_INSUFFICIENT_POWER:        "ERROR_INSUFFICIENT_POWER (a power cable not attached)",
+	nvml.ERROR_DRIVER_NOT_LOADED:         "ERROR_DRIVER_NOT_LOADED",
+	nvml.ERROR_TIMEOUT:                   "ERROR_TIMEOUT",
+	nvml.ERROR_IRQ_ISSUE:                 "ERROR_IRQ_ISSUE (the kernel module saw an interrupt problem with the GPU)",
+	nvml.ERROR_LIBRARY_NOT_FOUND:         "ERROR_LIBRARY_NOT_FOUND",
+	nvml.ERROR_FUNCTION_NOT_FOUND:        "ERROR_FUNCTION_NOT_FOUND (driver too old for this call)",
+	nvml.ERROR_CORRUPTED_INFOROM:         "ERROR_CORRUPTED_INFOROM",
+	nvml.ERROR_GPU_IS_LOST:               "ERROR_GPU_IS_LOST",
+	nvml.ERROR_RESET_REQUIRED:            "ERROR_RESET_REQUIRED",
+	nvml.ERROR_OPERATING_SYSTEM:          "ERROR_OPERATING_SYSTEM (the operating system denied the call)",
+	nvml.ERROR_LIB_RM_VERSION_MISMATCH:   "ERROR_LIB_RM_VERSION_MISMATCH (libnvidia-ml and kernel module versions differ)",
+	nvml.ERROR_IN_USE:                    "ERROR_IN_USE",
+	nvml.ERROR_MEMORY:                    "ERROR_MEMORY (host memory short)",
+	nvml.ERROR_NO_DATA:                   "ERROR_NO_DATA",
+	nvml.ERROR_VGPU_ECC_NOT_SUPPORTED:    "ERROR_VGPU_ECC_NOT_SUPPORTED",
+	nvml.ERROR_INSUFFICIENT_RESOURCES:    "ERROR_INSUFFICIENT_RESOURCES",
+	nvml.ERROR_FREQ_NOT_SUPPORTED:        "ERROR_FREQ_NOT_SUPPORTED",
+	nvml.ERROR_ARGUMENT_VERSION_MISMATCH: "ERROR_ARGUMENT_VERSION_MISMATCH",
+	nvml.ERROR_DEPRECATED:                "ERROR_DEPRECATED (a call this driver no longer serves)",
+	nvml.ERROR_NOT_READY:                 "ERROR_NOT_READY",
+	nvml.ERROR_GPU_NOT_FOUND:             "ERROR_GPU_NOT_FOUND",
+	nvml.ERROR_INVALID_STATE:             "ERROR_INVALID_STATE",
+	nvml.ERROR_RESET_TYPE_NOT_SUPPORTED:  "ERROR_RESET_TYPE_NOT_SUPPORTED",
+	nvml.ERROR_UNKNOWN:                   "ERROR_UNKNOWN",
+}
+
 // returnName names a return code without calling into the library (which
-// may not be loaded when Init failed).
+// may not be loaded when Init failed); a code newer than this table is
+// named by its number.
 func returnName(r nvml.Return) string {
-	switch r {
-	case nvml.SUCCESS:
-		return "SUCCESS"
-	case nvml.ERROR_UNINITIALIZED:
-		return "ERROR_UNINITIALIZED (NVML not initialized)"
-	case nvml.ERROR_INVALID_ARGUMENT:
-		return "ERROR_INVALID_ARGUMENT"
-	case nvml.ERROR_NOT_SUPPORTED:
-		return "ERROR_NOT_SUPPORTED"
-	case nvml.ERROR_NO_PERMISSION:
-		return "ERROR_NO_PERMISSION (needs root or the matching capability)"
-	case nvml.ERROR_NOT_FOUND:
-		return "ERROR_NOT_FOUND"
-	case nvml.ERROR_INSUFFICIENT_SIZE:
-		return "ERROR_INSUFFICIENT_SIZE"
-	case nvml.ERROR_DRIVER_NOT_LOADED:
-		return "ERROR_DRIVER_NOT_LOADED"
-	case nvml.ERROR_TIMEOUT:
-		return "ERROR_TIMEOUT"
-	case nvml.ERROR_LIBRARY_NOT_FOUND:
-		return "ERROR_LIBRARY_NOT_FOUND"
-	case nvml.ERROR_FUNCTION_NOT_FOUND:
-		return "ERROR_FUNCTION_NOT_FOUND (driver too old for this call)"
-	case nvml.ERROR_GPU_IS_LOST:
-		return "ERROR_GPU_IS_LOST"
-	case nvml.ERROR_RESET_REQUIRED:
-		return "ERROR_RESET_REQUIRED"
-	case nvml.ERROR_IN_USE:
-		return "ERROR_IN_USE"
-	case nvml.ERROR_LIB_RM_VERSION_MISMATCH:
-		return "ERROR_LIB_RM_VERSION_MISMATCH (libnvidia-ml and kernel module versions differ)"
-	case nvml.ERROR_DEPRECATED:
-		return "ERROR_DEPRECATED (a call this driver no longer serves)"
-	case nvml.ERROR_UNKNOWN:
-		return "ERROR_UNKNOWN"
+	if n, ok := returnNames[r]; ok {
+		return n
 	}
 	return fmt.Sprintf("NVML error %d", int32(r))
 }
@@ -100,24 +106,36 @@ type outcome int
 const (
 	outcomeOK     outcome = iota
 	outcomeAbsent         // the reading is unavailable: leave the field nil
+	outcomeCheck          // the reading is unavailable, and whether the GPU answers is to be asked
 	outcomeFatal          // the GPU is not answering: mark it down
 )
 
+// classify says what a reading's return code means for the GPU. Only
+// GPU_IS_LOST, RESET_REQUIRED and TIMEOUT take it down: the first two say
+// so, and after a TIMEOUT every further call may wait out the driver's
+// timeout again, so nothing more is asked of it that sample. UNKNOWN
+// ("any unexpected error", nvml.h: nvidia-smi prints [Unknown Error] for
+// that field and carries on) and the codes of a library or driver that
+// stopped answering as a whole, or of a code newer than this backend,
+// leave the reading absent and have whether the GPU answers asked
+// (devReader.alive). Every other code is about the reading alone (not
+// supported, no permission, no data yet, the OS denying the feature,
+// host memory short, ...): it is left absent, the GPU up.
 func classify(r nvml.Return) outcome {
 	switch r {
 	case nvml.SUCCESS:
 		return outcomeOK
-	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND, nvml.ERROR_NO_PERMISSION,
-		nvml.ERROR_NOT_FOUND, nvml.ERROR_INSUFFICIENT_SIZE, nvml.ERROR_INVALID_ARGUMENT,
-		nvml.ERROR_ARGUMENT_VERSION_MISMATCH, nvml.ERROR_DEPRECATED:
-		// INVALID_ARGUMENT and VERSION_MISMATCH come from calls a GPU or
-		// driver does not implement in the form asked; DEPRECATED from
-		// calls a newer driver retired; NOT_FOUND from calls with no data
-		// yet (no utilization sample). None of them means the GPU stopped
-		// answering.
-		return outcomeAbsent
+	case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_RESET_REQUIRED, nvml.ERROR_TIMEOUT:
+		return outcomeFatal
+	case nvml.ERROR_UNKNOWN, nvml.ERROR_UNINITIALIZED, nvml.ERROR_DRIVER_NOT_LOADED,
+		nvml.ERROR_LIB_RM_VERSION_MISMATCH, nvml.ERROR_LIBRARY_NOT_FOUND, nvml.ERROR_IRQ_ISSUE,
+		nvml.ERROR_GPU_NOT_FOUND:
+		return outcomeCheck
 	}
-	return outcomeFatal
+	if _, named := returnNames[r]; !named {
+		return outcomeCheck
+	}
+	return outcomeAbsent
 }
 
 // Back-off for a GPU that stopped answering: it is skipped for base,
@@ -141,15 +159,27 @@ func backoff(failures int) time.Duration {
 // logOnce logs msg at most once per key (GPU and call), for readings that
 // are permanently absent on a GPU.
 func (b *Backend) logOnce(key string, keyvals ...any) {
-	b.onceMu.Lock()
-	_, seen := b.logged[key]
-	if !seen {
-		b.logged[key] = struct{}{}
-	}
-	b.onceMu.Unlock()
-	if !seen {
+	if b.first(key) {
 		_ = level.Info(b.logger).Log(keyvals...)
 	}
+}
+
+// warnOnce is logOnce at the warning level, for readings a GPU should give.
+func (b *Backend) warnOnce(key string, keyvals ...any) {
+	if b.first(key) {
+		_ = level.Warn(b.logger).Log(keyvals...)
+	}
+}
+
+// first reports whether key is seen for the first time.
+func (b *Backend) first(key string) bool {
+	b.onceMu.Lock()
+	defer b.onceMu.Unlock()
+	if _, seen := b.logged[key]; seen {
+		return false
+	}
+	b.logged[key] = struct{}{}
+	return true
 }
 
 // initError turns a failed Init into an error that says what to check.

@@ -51,8 +51,24 @@ func TestErrorInjection(t *testing.T) {
 			func(d gpu.Device) bool { return strings.Contains(d.Err, "GPU_IS_LOST") && d.PowerWatts == nil }, []string{"GPU not answering"}},
 		{"timeout", "GetClockInfo", nvml.ERROR_TIMEOUT, true,
 			func(d gpu.Device) bool { return strings.Contains(d.Err, "ERROR_TIMEOUT") }, []string{"GPU not answering"}},
-		{"unknown error", "GetUtilizationRates", nvml.ERROR_UNKNOWN, true,
-			func(d gpu.Device) bool { return strings.Contains(d.Err, "nvmlDeviceGetUtilizationRates") }, []string{"GPU not answering"}},
+		// UNKNOWN says nothing of the GPU: it still gives its UUID, so
+		// only that reading is left out (TestUnknownErrorAsksTheGPU)
+		{"unknown error", "GetUtilizationRates", nvml.ERROR_UNKNOWN, false,
+			func(d gpu.Device) bool { return d.GPUUtil == nil && d.MemUtil == nil && d.PowerWatts != nil },
+			[]string{"reading failed on a GPU that answers", "call=nvmlDeviceGetUtilizationRates", "ERROR_UNKNOWN"}},
+		// codes about one reading alone: the OS denying the feature (nvml.h
+		// for nvmlDeviceGetFieldValues), no data
+		{"field values denied by the OS", "GetFieldValues", nvml.ERROR_OPERATING_SYSTEM, false,
+			func(d gpu.Device) bool { return d.Health.NVLinkLinks == nil && d.Health.PCIeReplays != nil },
+			[]string{"call=nvmlDeviceGetFieldValues(NVLink)", "ERROR_OPERATING_SYSTEM"}},
+		{"pcie replays no data", "GetPcieReplayCounter", nvml.ERROR_NO_DATA, false,
+			func(d gpu.Device) bool { return d.Health.PCIeReplays == nil && d.Health.RemappedRowsCorrectable != nil },
+			[]string{"call=nvmlDeviceGetPcieReplayCounter", "ERROR_NO_DATA"}},
+		{"remapped rows unknown error", "GetRemappedRows", nvml.ERROR_UNKNOWN, false,
+			func(d gpu.Device) bool {
+				return d.Health.RemappedRowsCorrectable == nil && d.Health.RetiredPagesPending != nil
+			},
+			[]string{"call=nvmlDeviceGetRemappedRows", "ERROR_UNKNOWN"}},
 		{"lost during GPM", "GpmSampleGet", nvml.ERROR_GPU_IS_LOST, true,
 			func(d gpu.Device) bool { return d.Err != "" }, []string{"GPU not answering"}},
 	} {

@@ -232,6 +232,12 @@ func (f *fixture) setProcs(dev int, compute, mps []nvml.ProcessInfo) {
 }
 
 func (f *fixture) wireDevice(i int, d *server.Device) {
+	d.GetUUIDFunc = func() (string, nvml.Return) {
+		if r := f.inject(i, "GetUUID"); r != nvml.SUCCESS {
+			return "", r
+		}
+		return d.UUID, nvml.SUCCESS
+	}
 	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
 		var p nvml.PciInfo
 		for k, c := range d.PciBusID {

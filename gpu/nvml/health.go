@@ -133,7 +133,7 @@ func (rd *devReader) readNVLink(h nvml.Device, hl *gpu.Health) {
 	for link := 0; link < links; link++ {
 		s, r := h.GetNvLinkState(link)
 		if !rd.ok("nvmlDeviceGetNvLinkState", r) {
-			if classify(r) == outcomeFatal {
+			if rd.fatal != nil {
 				return
 			}
 			stateKnown = false // NVLinkActive stays unknown; the link is skipped
@@ -173,7 +173,7 @@ func (rd *devReader) readNVLinkErrors(h nvml.Device, hl *gpu.Health, active []in
 		for _, link := range active {
 			v, r := h.GetNvLinkErrorCounter(link, c.counter)
 			if !rd.ok("nvmlDeviceGetNvLinkErrorCounter("+c.name+")", r) {
-				if classify(r) == outcomeFatal {
+				if rd.fatal != nil {
 					return
 				}
 				continue // not supported on this link

@@ -185,3 +185,53 @@ func TestFieldUint(t *testing.T) {
 		}
 	}
 }
+
+// After a GPU loss and reset the per-link NVLink error counts of before
+// were kept for the links not yet trained: the sums went down to those
+// counts (a fake reset) and then to 0. They are forgotten with the loss:
+// one reset, and monotonic from there as links train.
+func TestNVLinkErrorsAcrossReset(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	b := f.backend()
+	if flit := *sample(t, b).Devices[0].Health.NVLinkCRCFlitErrors; flit != fixtureLinks*fixtureLinkFlit {
+		t.Fatalf("CRC flit errors before the loss %d, want %d", flit, fixtureLinks*fixtureLinkFlit)
+	}
+	f.fail(0, "GetMemoryInfo", nvml.ERROR_GPU_IS_LOST)
+	f.clock.Advance(time.Second)
+	sample(t, b)
+	f.fail(0, "GetMemoryInfo", nvml.SUCCESS)
+	trained := false // link 0
+	f.devs[0].GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
+		if link >= fixtureLinks {
+			return 0, nvml.ERROR_INVALID_ARGUMENT
+		}
+		if link == 0 && !trained {
+			return nvml.FEATURE_DISABLED, nvml.SUCCESS
+		}
+		return nvml.FEATURE_ENABLED, nvml.SUCCESS
+	}
+	// reset: every per-link counter at 0, then one flit error on link 0
+	var link0 uint64
+	f.devs[0].GetNvLinkErrorCounterFunc = func(link int, c nvml.NvLinkErrorCounter) (uint64, nvml.Return) {
+		if link == 0 && c == nvml.NVLINK_ERROR_DL_CRC_FLIT {
+			return link0, nvml.SUCCESS
+		}
+		return 0, nvml.SUCCESS
+	}
+	var flit, replay []uint64
+	for i, step := range []func(){func() {}, func() { trained = true }, func() { link0 = 1 }} {
+		step()
+		f.clock.Advance(backoffBase + time.Second)
+		d := sample(t, b).Devices[0]
+		if !d.Up {
+			t.Fatalf("step %d: GPU down: %s", i, d.Err)
+		}
+		flit, replay = append(flit, *d.Health.NVLinkCRCFlitErrors), append(replay, *d.Health.NVLinkReplayErrors)
+	}
+	if want := []uint64{0, 0, 1}; flit[0] != want[0] || flit[1] != want[1] || flit[2] != want[2] {
+		t.Errorf("CRC flit errors after the reset %v, want %v", flit, want)
+	}
+	if replay[0] != 0 || replay[1] != 0 || replay[2] != 0 {
+		t.Errorf("replay errors after the reset %v, want 0s (link 0's %d was before it)", replay, fixtureReplays)
+	}
+}

@@ -8,15 +8,14 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 )
 
-// The host clock steps back 30 s (an NTP step, within futureSlack) while
-// a process keeps running kernels. The last answer before the step carried
-// samples stamped up to T; after it the host clock (the exporter's and the
+// The host clock steps back 30 s (an NTP step) while a process keeps
+// running kernels. The last answer before the step carried samples
+// stamped up to T; after it the host clock (the exporter's and the
 // driver's) reads T-30s. The test clock cannot go back, so the step is
-// modelled from after it: the previous answer's newest sample is stamped
-// 30 s past the sample time. The driver stamps its new samples with the
-// host clock, all older than lastSeen, and answers NOT_FOUND until the
-// clock catches up: that is no figure, not "no process ran", which would
-// meter the busy GPU as idle.
+// modelled from after it: an answer's samples are stamped 30 s past the
+// sample time, beyond futureSlack: not of the interval, no figure. The
+// driver then stamps its new samples with the host clock: that answer is
+// no figure, not "no process ran", which would meter the busy GPU as idle.
 func TestNoProcessSamplesNotAfterClockStepBack(t *testing.T) {
 	f := newFixture(t, dgxh100.New())
 	f.setProcs(0, []nvml.ProcessInfo{{Pid: 1, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
@@ -32,8 +31,8 @@ func TestNoProcessSamplesNotAfterClockStepBack(t *testing.T) {
 		return s, r
 	}
 	f.clock.Advance(time.Second)
-	if rd := sample(t, b); rd.Devices[0].Processes[0].SMUtil == nil {
-		t.Fatal("second sample: no SM utilization")
+	if d := sample(t, b).Devices[0]; d.Processes[0].SMUtil != nil || d.NoProcessSamples {
+		t.Fatalf("samples stamped 30 s ahead: SM utilization %v, NoProcessSamples %v; want neither", d.Processes[0].SMUtil, d.NoProcessSamples)
 	}
 	f.devs[0].GetProcessUtilizationFunc = driver // after the step: the host's clock
 	for i := range 3 {

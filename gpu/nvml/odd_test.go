@@ -86,38 +86,64 @@ func TestGPUCountAbsurd(t *testing.T) {
 	}
 }
 
-// A utilization sample stamped far in the future (a driver glitch, or the
-// host clock stepped back) must not stop every later interval's figures:
-// lastSeen was set to it and the driver then had nothing newer for ever.
+// A utilization sample stamped in the future (a driver glitch, or the
+// host clock stepped back) must not stop the later intervals' figures:
+// lastSeen was set to one far ahead and the driver then had nothing newer
+// for ever; one 30 s ahead, within the minute of slack there was, was
+// averaged in and hid the figures for 30 of the next 40 samples. The
+// driver and the exporter read the same clock: a few seconds of slack.
 func TestProcessUtilizationFutureTimestamp(t *testing.T) {
-	f := newFixture(t, dgxh100.New())
-	f.setProcs(0, []nvml.ProcessInfo{{Pid: 1, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
-	b := f.backend()
-	sample(t, b)
-	good := f.devs[0].GetProcessUtilizationFunc
-	f.devs[0].GetProcessUtilizationFunc = func(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
-		s, r := good(lastSeen)
-		return append(s, nvml.ProcessUtilizationSample{Pid: 1, TimeStamp: math.MaxUint64 - 1, SmUtil: 99}), r
-	}
-	f.clock.Advance(time.Second)
-	sample(t, b)
-	f.devs[0].GetProcessUtilizationFunc = good
-	for i := 0; i < 3; i++ {
-		f.clock.Advance(time.Second)
-		p := sample(t, b).Devices[0].Processes
-		if len(p) != 1 || p[0].SMUtil == nil || *p[0].SMUtil != 0.6 {
-			t.Fatalf("sample %d after the future timestamp: %+v, want SM 0.6", i, p)
-		}
+	for _, tc := range []struct {
+		name    string
+		stamp   func(now time.Time) uint64
+		counted bool // the sample is in the mean
+	}{
+		{"far ahead", func(time.Time) uint64 { return math.MaxUint64 - 1 }, false},
+		{"30 s ahead", func(now time.Time) uint64 { return uint64(now.Add(30 * time.Second).UnixMicro()) }, false},
+		{"a second ahead", func(now time.Time) uint64 { return uint64(now.Add(time.Second).UnixMicro()) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			f.setProcs(0, []nvml.ProcessInfo{{Pid: 1, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nil)
+			b := f.backend()
+			sample(t, b)
+			good := f.devs[0].GetProcessUtilizationFunc
+			f.devs[0].GetProcessUtilizationFunc = func(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+				s, r := good(lastSeen)
+				return append(s, nvml.ProcessUtilizationSample{Pid: 1, TimeStamp: tc.stamp(f.clock.Now()), SmUtil: 100}), r
+			}
+			f.clock.Advance(time.Second)
+			want := 0.6 // the fixture's 50 % and 70 %
+			if tc.counted {
+				want = (50 + 70 + 100) / 300.0
+			}
+			if p := sample(t, b).Devices[0].Processes[0]; p.SMUtil == nil || *p.SMUtil != want {
+				t.Errorf("SM %v, want %g", p.SMUtil, want)
+			}
+			f.devs[0].GetProcessUtilizationFunc = good
+			missing := 0
+			for i := 0; i < 40; i++ {
+				f.clock.Advance(time.Second)
+				p := sample(t, b).Devices[0].Processes
+				switch {
+				case len(p) != 1:
+					t.Fatalf("sample %d after: %+v", i, p)
+				case p[0].SMUtil == nil:
+					missing++
+				case *p[0].SMUtil != 0.6:
+					t.Errorf("sample %d after: SM %g, want 0.6", i, *p[0].SMUtil)
+				}
+			}
+			if missing > 1 {
+				t.Errorf("SM utilization absent in %d of the next 40 one-second samples, want at most 1", missing)
+			}
+		})
 	}
 }
 
 // The same for vGPU instance utilization.
 func TestVGPUUtilizationFutureTimestamp(t *testing.T) {
-	f := newFixture(t, dgxh100.New())
-	vms := []nvml.VgpuInstance{newTestVgpu(11, "vm-a", "H100-20C"), newTestVgpu(12, "vm-b", "H100-20C")}
-	vgpuHost(f, 0, &vms)
-	b := f.backend()
-	sample(t, b)
+	f, b := twoVMHost(t)
 	good := f.devs[0].GetVgpuUtilizationFunc
 	f.devs[0].GetVgpuUtilizationFunc = func(lastSeen uint64) (nvml.ValueType, []nvml.VgpuInstanceUtilizationSample, nvml.Return) {
 		vt, s, r := good(lastSeen)

@@ -114,6 +114,7 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 				for _, s := range samples {
 					means.add(s.Pid, s.TimeStamp, float64(s.SmUtil), float64(s.MemUtil))
 				}
+				rd.oddSamples("nvmlDeviceGetProcessUtilization", means.odd)
 				for _, pid := range means.keys {
 					a := means.acc[pid]
 					if p := byPID[pid]; p != nil {

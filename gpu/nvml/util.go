@@ -7,10 +7,15 @@ import (
 )
 
 // futureSlack is how far past the sample time a utilization sample's
-// timestamp (the host's clock, µs) may be. A later one is a glitch, or
-// the host clock stepped back: taken as lastSeen, it would leave the
-// driver nothing newer to answer, and no figure, until the clock caught up.
-const futureSlack = time.Minute
+// timestamp (the host's clock, µs) may be. The driver stamps its samples
+// with the clock the exporter reads, so a sample is at most as far past
+// the sample time as the sample has run when it is read (the GPUs read
+// before it). A later one is a glitch, or the host clock stepped back:
+// averaged in and taken as lastSeen, it would leave the driver nothing
+// newer to answer, and no figure, until the clock caught up. A true
+// sample stamped later than this is only skipped this time: newer than
+// lastSeen, it is answered again by the next call.
+const futureSlack = 3 * time.Second
 
 // driverPeriodMax is the longest of the driver's utilization sample
 // periods, in µs: "between 1 second and 1/6 second, depending on the
@@ -56,6 +61,8 @@ type utilMeans[K comparable] struct {
 	last  *lastSeen // advanced to the newest sample added
 	keys  []K
 	acc   map[K]*utilMean
+	// odd counts the samples skipped for a figure over 100 %
+	odd int
 }
 
 // utilMean is the running sum of up to four utilization figures of a key.
@@ -76,7 +83,11 @@ func newUtilMeans[K comparable](last *lastSeen, now uint64) *utilMeans[K] {
 
 // add adds one sample; it returns the key's entry and whether it is new,
 // or nil for a sample not newer than since, stamped beyond limit, or of
-// the first answer.
+// the first answer. A sample with a figure that is no percentage (over 100
+// or not a number) is counted in odd and not averaged: an integer cannot
+// overshoot by rounding, and one such sample would pull the mean up to 1;
+// its key is still listed (a vGPU host's processes are listed from these
+// samples), without figures where it has no other sample.
 func (m *utilMeans[K]) add(k K, ts uint64, pct ...float64) (*utilMean, bool) {
 	if m.since != 0 && ts <= m.since {
 		return nil, false // covered by the previous interval
@@ -96,6 +107,12 @@ func (m *utilMeans[K]) add(k K, ts uint64, pct ...float64) (*utilMean, bool) {
 		m.acc[k] = a
 		m.keys = append(m.keys, k)
 	}
+	for _, v := range pct {
+		if !(v >= 0 && v <= 100) {
+			m.odd++
+			return a, !ok
+		}
+	}
 	for i, v := range pct {
 		a.sum[i] += v
 	}
@@ -103,7 +120,19 @@ func (m *utilMeans[K]) add(k K, ts uint64, pct ...float64) (*utilMean, bool) {
 	return a, !ok
 }
 
-// ratio is the mean of figure i as a 0-1 ratio.
+// ratio is the mean of figure i as a 0-1 ratio; nil where the key's every
+// sample was odd.
 func (a *utilMean) ratio(i int) *float64 {
+	if a.n == 0 {
+		return nil
+	}
 	return gpu.Float(clamp01(a.sum[i] / a.n / 100))
+}
+
+// oddSamples logs once per GPU and call that n of a utilization call's
+// samples had a figure over 100 % (none when n is 0).
+func (rd *devReader) oddSamples(call string, n int) {
+	if n > 0 {
+		rd.outOfRange(call, "samples_skipped", n)
+	}
 }

@@ -135,6 +135,7 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 				means.add(s.VgpuInstance, s.TimeStamp, decodeValue(vt, s.SmUtil), decodeValue(vt, s.MemUtil),
 					decodeValue(vt, s.EncUtil), decodeValue(vt, s.DecUtil))
 			}
+			rd.oddSamples("nvmlDeviceGetVgpuUtilization", means.odd)
 			for _, id := range means.keys {
 				if i, ok := byID[id]; ok {
 					v, a := &d.VGPUs[i], means.acc[id]
@@ -161,6 +162,7 @@ func (rd *devReader) readVGPU(d *gpu.Device, now time.Time) {
 					a.name = cString(s.ProcessName[:])
 				}
 			}
+			rd.oddSamples("nvmlDeviceGetVgpuProcessUtilization", means.odd)
 			for _, k := range means.keys {
 				a := means.acc[k]
 				d.Processes = append(d.Processes, gpu.Process{
