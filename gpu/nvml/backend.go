@@ -69,7 +69,7 @@ type Backend struct {
 	driverVersion string
 	cudaVersion   string
 
-	mu       sync.Mutex // serializes sampling and control
+	mu       backendLock // serializes sampling and control
 	devs     []*devState
 	prevTime time.Time
 	closed   bool
@@ -294,7 +294,9 @@ func (b *Backend) Name() string { return "nvml" }
 // Sample reads every GPU. A GPU that fails is reported with Up=false and
 // Err; the error return is only for a closed backend or a cancelled context.
 func (b *Backend) Sample(ctx context.Context) (*gpu.Readings, error) {
-	b.mu.Lock()
+	if err := b.mu.lockFor(ctx, "a sample"); err != nil {
+		return nil, err
+	}
 	defer b.mu.Unlock()
 	if b.closed {
 		return nil, errClosed
