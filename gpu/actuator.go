@@ -17,7 +17,9 @@ var ErrNotSupported = errors.New("not supported by this backend or GPU")
 
 // ErrBusy is returned when a change is refused because of the GPU's current
 // state (for example a MIG reconfiguration while processes run, or a vGPU
-// scheduler change while VMs run). The wrapped message says what blocks it.
+// scheduler change while VMs run), or not made because its context ended
+// while the backend was held by another call (a sample of the NVML backend
+// waiting on the driver). The wrapped message says what blocks it.
 var ErrBusy = errors.New("refused while in use")
 
 // Knob names a setting an actuator can change, as used in capability lists,

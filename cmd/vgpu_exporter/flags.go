@@ -146,7 +146,7 @@ func addFlags(app *kingpin.Application) *config {
 	app.Flag("kubernetes.pod-info", "Serve vgpu_tenant_pod_info: each container the kubelet's pod-resources API assigns a GPU (or MIG instance), with its pod's tenant, namespace, pod and container, to join tenant series on (needs --kubernetes.pod-resources-socket; a series per pod, so new series with every rollout). Default: off.").
 		BoolVar(&c.PodInfo)
 	flagvalue.Int64(app, "kubernetes.pod-info.max-series", "With --kubernetes.pod-info, at most this many vgpu_tenant_pod_info series; allocations beyond are left out, counted in vgpu_tenant_pod_info_dropped_total and logged.", strconv.Itoa(tenant.DefaultPodInfoMaxSeries), &c.PodInfoMaxSeries)
-	app.Flag("proc.root", "procfs mount point, used to map GPU processes to cgroups.").
+	app.Flag("proc.root", "procfs mount point, used to map GPU processes to cgroups and to read their names.").
 		Default("/proc").StringVar(&c.ProcRoot)
 	addActuatorFlags(app, &c.Actuators)
 	addMeteringFlags(app, &c.Metering)

@@ -151,7 +151,7 @@ func openSource(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, te
 func openNVML(cfg *config, clock gpu.Clock, logger log.Logger) (gpu.Source, error) {
 	// a vGPU's VM by its QEMU process (KVM), for its name and to pause it
 	vms := vmproc.New(vmproc.Options{Proc: cfg.ProcRoot, Clock: clock, Logger: log.With(logger, "component", "vmproc")})
-	b, err := gpunvml.New(gpunvml.Options{Clock: clock, Logger: log.With(logger, "component", "nvml"), VMs: vms})
+	b, err := gpunvml.New(gpunvml.Options{Clock: clock, Logger: log.With(logger, "component", "nvml"), VMs: vms, Proc: cfg.ProcRoot})
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,9 @@ type Options struct {
 	// from the VM's UUID and the vGPU's mediated device (gpu/vmproc on a
 	// KVM host); nil: neither is known.
 	VMs VMFinder
+	// Proc is the procfs root the names of the GPUs' processes are read
+	// under (procname.go); "/proc" when empty.
+	Proc string
 }
 
 // VMFinder finds a VM's host process and name from its UUID and the UUID
@@ -69,7 +72,7 @@ type Backend struct {
 	driverVersion string
 	cudaVersion   string
 
-	mu       sync.Mutex // serializes sampling and control
+	mu       backendLock // serializes sampling and control
 	devs     []*devState
 	prevTime time.Time
 	closed   bool
@@ -80,6 +83,7 @@ type Backend struct {
 	energyLog *ratelog.Keyed
 
 	events *eventWatcher
+	names  *procNames // the processes' names, read outside mu
 }
 
 var (
@@ -168,7 +172,8 @@ func New(opts Options) (b *Backend, err error) {
 	}
 	initialized = true
 	b = &Backend{lib: lib, clock: clock, logger: logger, vms: opts.VMs, logged: map[string]struct{}{},
-		energyLog: ratelog.NewKeyed(energyLogEvery, 64), giProfileInfoV3: giProfileInfoV3}
+		energyLog: ratelog.NewKeyed(energyLogEvery, 64), giProfileInfoV3: giProfileInfoV3,
+		names: newProcNames(opts.Proc, clock, logger)}
 	b.lookupSymbols()
 
 	if v, r := lib.SystemGetDriverVersion(); r == nvml.SUCCESS {
@@ -293,8 +298,22 @@ func (b *Backend) Name() string { return "nvml" }
 
 // Sample reads every GPU. A GPU that fails is reported with Up=false and
 // Err; the error return is only for a closed backend or a cancelled context.
+// The processes are named once the GPUs are read, without the lock: a
+// name is a read of the process's procfs, which may not end (procname.go).
 func (b *Backend) Sample(ctx context.Context) (*gpu.Readings, error) {
-	b.mu.Lock()
+	rd, err := b.sampleGPUs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.names.fill(rd)
+	return rd, nil
+}
+
+// sampleGPUs reads every GPU, holding the backend's lock.
+func (b *Backend) sampleGPUs(ctx context.Context) (*gpu.Readings, error) {
+	if err := b.mu.lockFor(ctx, "a sample"); err != nil {
+		return nil, err
+	}
 	defer b.mu.Unlock()
 	if b.closed {
 		return nil, errClosed

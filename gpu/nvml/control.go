@@ -55,6 +55,24 @@ func (b *Backend) Capabilities(uuid string) []gpu.Knob {
 	return knobs
 }
 
+// lockDevice takes the backend's lock for the control call named call on
+// the GPU with this UUID, and returns the GPU; where the error is nil the
+// caller holds b.mu, and unlocks it. The lock is waited for no longer than
+// ctx: a sample holds it while it reads the GPUs, as long as a driver call
+// takes, and a call past its deadline returns (backendLock.lockFor) rather
+// than wait for good behind a driver call that does not return.
+func (b *Backend) lockDevice(ctx context.Context, call, uuid string) (*devState, error) {
+	if err := b.mu.lockFor(ctx, call+" on GPU "+uuid); err != nil {
+		return nil, err
+	}
+	ds, err := b.lockedDevice(ctx, uuid)
+	if err != nil {
+		b.mu.Unlock()
+		return nil, err
+	}
+	return ds, nil
+}
+
 // lockedDevice returns the GPU with this UUID for a control call; the
 // caller holds b.mu.
 func (b *Backend) lockedDevice(ctx context.Context, uuid string) (*devState, error) {
@@ -69,12 +87,11 @@ func (b *Backend) lockedDevice(ctx context.Context, uuid string) (*devState, err
 
 // LockClocks locks the SM clock range; a zero ClockLock resets it.
 func (b *Backend) LockClocks(ctx context.Context, uuid string, l gpu.ClockLock) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	ds, err := b.lockedDevice(ctx, uuid)
+	ds, err := b.lockDevice(ctx, "LockClocks", uuid)
 	if err != nil {
 		return err
 	}
+	defer b.mu.Unlock()
 	if !b.has(symSetGpuLocked, symResetGpuLocked) {
 		return errNotSupportedf("driver lacks %s", symSetGpuLocked)
 	}
@@ -102,12 +119,11 @@ func (b *Backend) LockClocks(ctx context.Context, uuid string, l gpu.ClockLock) 
 // SetPowerLimit sets the power limit in watts within the GPU's constraints;
 // 0 restores the default limit.
 func (b *Backend) SetPowerLimit(ctx context.Context, uuid string, watts float64) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	ds, err := b.lockedDevice(ctx, uuid)
+	ds, err := b.lockDevice(ctx, "SetPowerLimit", uuid)
 	if err != nil {
 		return err
 	}
+	defer b.mu.Unlock()
 	if math.IsNaN(watts) || math.IsInf(watts, 0) || watts < 0 {
 		return fmt.Errorf("GPU %s: invalid power limit %v W", uuid, watts)
 	}
@@ -150,12 +166,11 @@ func (b *Backend) SetPowerLimit(ctx context.Context, uuid string, watts float64)
 // SetPowerLimit changes; 0 where that call fails) and its default limit.
 // All are whole milliwatts, as SetPowerLimit sets them.
 func (b *Backend) PowerLimitInForce(ctx context.Context, uuid string) (gpu.PowerLimit, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	ds, err := b.lockedDevice(ctx, uuid)
+	ds, err := b.lockDevice(ctx, "PowerLimitInForce", uuid)
 	if err != nil {
 		return gpu.PowerLimit{}, err
 	}
+	defer b.mu.Unlock()
 	var pl gpu.PowerLimit
 	set, r2 := ds.handle.GetPowerManagementLimit()
 	if r2 == nvml.SUCCESS {
@@ -183,12 +198,11 @@ func (b *Backend) PowerLimitInForce(ctx context.Context, uuid string) (gpu.Power
 // while vGPU VMs run or MIG is on (docs/calibration.md, vGPU), and
 // checked against the GPU's capabilities first.
 func (b *Backend) SetVGPUScheduler(ctx context.Context, uuid string, s gpu.VGPUSchedulerSetting) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	ds, err := b.lockedDevice(ctx, uuid)
+	ds, err := b.lockDevice(ctx, "SetVGPUScheduler", uuid)
 	if err != nil {
 		return err
 	}
+	defer b.mu.Unlock()
 	h := ds.handle
 	if !b.has(symSetSchedState) && !b.has(symSetSchedStateV2) {
 		return errNotSupportedf("driver lacks %s", symSetSchedState)
@@ -295,12 +309,11 @@ func (b *Backend) SetVGPUScheduler(ctx context.Context, uuid string, s gpu.VGPUS
 // full compute instance) per profile. It is refused (gpu.ErrBusy) while any
 // process runs on the GPU or MIG mode is off (enabling it needs a GPU reset).
 func (b *Backend) ConfigureMIG(ctx context.Context, uuid string, profiles []string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	ds, err := b.lockedDevice(ctx, uuid)
+	ds, err := b.lockDevice(ctx, "ConfigureMIG", uuid)
 	if err != nil {
 		return err
 	}
+	defer b.mu.Unlock()
 	h := ds.handle
 	if !b.has(symMigMode, symCreateGI, symGIProfileInfo) {
 		return errNotSupportedf("driver lacks the MIG calls")

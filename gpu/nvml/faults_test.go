@@ -190,7 +190,7 @@ func TestMissingSymbols(t *testing.T) {
 	f.setProcs(0, []nvml.ProcessInfo{{Pid: 9, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}},
 		[]nvml.ProcessInfo{{Pid: 10, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}})
 	f.setMissing(symGpmSupport, symGpmSampleGet, symGpmMigSampleGet, symClocksEventReasons, symEnergy,
-		symMPSProcesses, symProcessUtil, symVirtMode, symEventSetCreate, symProcessName, symMemoryInfoV2)
+		symMPSProcesses, symProcessUtil, symVirtMode, symEventSetCreate, symMemoryInfoV2)
 	// Unwire what must not be called: the mock panics if it is.
 	for _, d := range f.devs {
 		d.GpmQueryDeviceSupportFunc = nil
@@ -206,7 +206,6 @@ func TestMissingSymbols(t *testing.T) {
 	}
 	f.srv.GpmSampleAllocFunc = nil
 	f.srv.EventSetCreateFunc = nil
-	f.srv.SystemGetProcessNameFunc = nil
 	b := f.backend()
 	sample(t, b)
 	f.clock.Advance(time.Second)
@@ -229,7 +228,7 @@ func TestMissingSymbols(t *testing.T) {
 		}
 	}
 	p := rd.Devices[0].Processes
-	if len(p) != 1 || p[0].PID != 9 || p[0].SMUtil != nil || p[0].Name != "" {
+	if len(p) != 1 || p[0].PID != 9 || p[0].SMUtil != nil || p[0].Name != "proc9" { // (named from procfs, not NVML)
 		t.Errorf("processes with missing symbols: %+v", p)
 	}
 	if b.events != nil {

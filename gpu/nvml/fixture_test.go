@@ -33,6 +33,7 @@ type fixture struct {
 	failed   map[int]int            // gpu -> calls that returned an injected failure
 	missing  map[string]bool        // symbols the driver lacks
 	procs    map[int][]nvml.ProcessInfo
+	procfs   *fakeProcfs // the processes' names (procname_test.go)
 	mps      map[int][]nvml.ProcessInfo
 	gfx      map[int][]nvml.ProcessInfo    // graphics processes
 	migProcs map[[2]int][]nvml.ProcessInfo // [gpu, gpu instance] -> processes of that MIG device
@@ -84,7 +85,7 @@ func newFixture(t testing.TB, srv *server.Server) *fixture {
 		failures: map[string]nvml.Return{}, failed: map[int]int{}, missing: map[string]bool{},
 		procs: map[int][]nvml.ProcessInfo{}, mps: map[int][]nvml.ProcessInfo{}, gfx: map[int][]nvml.ProcessInfo{}, migProcs: map[[2]int][]nvml.ProcessInfo{},
 		samples: map[*mock.GpmSample]gpmTag{}, events: make(chan nvml.EventData, 16),
-		giNames: map[[2]int]string{},
+		giNames: map[[2]int]string{}, procfs: newFakeProcfs(),
 	}
 	// The v3 GPU instance profile info comes through a handler the mock
 	// cannot make: the fake driver lacks it until driverGINames.
@@ -99,9 +100,6 @@ func newFixture(t testing.TB, srv *server.Server) *fixture {
 			return fmt.Errorf("undefined symbol: %s", s)
 		}
 		return nil
-	}
-	srv.SystemGetProcessNameFunc = func(pid int) (string, nvml.Return) {
-		return fmt.Sprintf("proc%d", pid), nvml.SUCCESS
 	}
 	srv.GpmSampleAllocFunc = func() (nvml.GpmSample, nvml.Return) {
 		s := &mock.GpmSample{}
@@ -510,6 +508,7 @@ func (f *fixture) backend() *Backend {
 	}
 	f.t.Cleanup(func() { _ = b.Close() })
 	b.giProfileInfoV3 = f.giProfileInfoV3
+	b.names.read = f.procfs.read
 	return b
 }
 

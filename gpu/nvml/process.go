@@ -134,13 +134,7 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 		return
 	}
 	for _, p := range byPID {
-		if b.has(symProcessName) {
-			// A process may have exited since the list was taken; a
-			// missing name is not an error of the GPU.
-			if name, r := b.lib.SystemGetProcessName(int(p.PID)); r == nvml.SUCCESS {
-				p.Name = name
-			}
-		}
+		// named by Sample, outside the lock (procname.go)
 		d.Processes = append(d.Processes, *p)
 	}
 	sortProcesses(d.Processes)

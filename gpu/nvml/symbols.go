@@ -11,7 +11,6 @@ import (
 // it would end the process with a symbol lookup error).
 const (
 	symCudaDriverVersion   = "nvmlSystemGetCudaDriverVersion"
-	symProcessName         = "nvmlSystemGetProcessName"
 	symClocksEventReasons  = "nvmlDeviceGetCurrentClocksEventReasons"    // R535
 	symThrottleReasons     = "nvmlDeviceGetCurrentClocksThrottleReasons" // older name
 	symEnergy              = "nvmlDeviceGetTotalEnergyConsumption"
@@ -58,7 +57,7 @@ const (
 )
 
 var allSymbols = []string{
-	symCudaDriverVersion, symProcessName, symClocksEventReasons, symThrottleReasons, symEnergy,
+	symCudaDriverVersion, symClocksEventReasons, symThrottleReasons, symEnergy,
 	symMigMode, symMaxMigDeviceCount, symMigDeviceByIndex, symGpuInstanceByID, symGIProfileInfo, symGIProfileInfoV,
 	symCreateGI, symAttributes, symAttributesV1, symMPSProcesses, symProcessUtil, symGpmSupport, symGpmAlloc,
 	symGpmFree, symGpmSampleGet, symGpmMetricsGet, symGpmMigSampleGet, symVirtMode, symActiveVgpus, symVgpuMdevUUID,
