@@ -97,6 +97,24 @@ func init() {
 	}
 }
 
+// DCGM's blank values, each the base of 16 (base+0 to base+15: blank, not
+// found, not supported, not permissioned, ...): what a field DCGM could
+// not read holds in place of a reading. dcgm-exporter writes them as they
+// are, e.g. an energy counter of 2147483632 mJ.
+const (
+	int32Blank = 0x7ffffff0         // DCGM_INT32_BLANK
+	int64Blank = 0x7ffffffffffffff0 // DCGM_INT64_BLANK
+	fp64Blank  = 140737488355328.0  // DCGM_FP64_BLANK, 2^47
+	blanks     = 16
+)
+
+// blank says whether v is one of DCGM's blank values. The 64-bit integer
+// ones all read as 2^63 in a float64.
+func blank(v float64) bool {
+	in := func(base float64) bool { return v >= base && v <= base+blanks-1 }
+	return in(int32Blank) || in(fp64Blank) || in(float64(int64Blank))
+}
+
 // Parsing limits: a dcgm-exporter line is a few hundred bytes; the
 // warnings of one page are kept up to maxWarnings, then counted; an error
 // quotes at most maxQuoted bytes of the page; the fields of at most
@@ -148,7 +166,7 @@ func ParseContext(ctx context.Context, r io.Reader) (Fields, []string, error) {
 // series of the DCGM fields it knows: the lines of other families are
 // skipped unread beyond their name, so memory does not grow with the page.
 // Series without a UUID label, with an unparsable GPU_I_ID, with a value
-// that is not finite or outside its field's range, or of a GPU or MIG
+// that is not finite, one of DCGM's blanks or outside its field's range, or of a GPU or MIG
 // instance past the first maxKeys are skipped and reported in the
 // returned warnings, each naming the field; a malformed line of a
 // known field, one over 64 KiB, or ctx ending is an error (naming the
@@ -281,6 +299,11 @@ func (p *parser) line(b []byte) error {
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		p.warn(func() string { return fmt.Sprintf("%s{UUID=%q}: value %v is not finite", name, u, v) })
+		return nil
+	case blank(v):
+		p.warn(func() string {
+			return fmt.Sprintf("%s{UUID=%q}: value %v is one of DCGM's blanks (no reading)", name, u, v)
+		})
 		return nil
 	case v < 0 || v > f.max:
 		p.warn(func() string {

@@ -103,6 +103,9 @@ type Source struct {
 	// ownEnergy are the GPUs, by UUID, whose energy counter the inner
 	// source has read: the page's copy of it never fills theirs.
 	ownEnergy map[string]bool
+	// energy are the guards of the page's energy counters, by UUID.
+	energy      map[string]*pageEnergy
+	energyLimit *rate.Limiter // warnings of refused energy readings
 }
 
 // warnEvery is the least time between two warnings of one kind.
@@ -130,7 +133,7 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 		logger: opts.Logger, client: opts.Client, clock: opts.Clock,
 		failLimit: rate.NewLimiter(rate.Every(warnEvery), 1), skipLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
 		staleLimit: rate.NewLimiter(rate.Every(warnEvery), 1), matchLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
-		ownEnergy: map[string]bool{}}
+		ownEnergy: map[string]bool{}, energy: map[string]*pageEnergy{}, energyLimit: rate.NewLimiter(rate.Every(warnEvery), 1)}
 	if s.clock == nil {
 		s.clock = gpu.RealClock{}
 	}
@@ -220,6 +223,7 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 	f, age := s.fresh(f)
 	out, odd := merge(rd, f, s.Name(), own)
 	s.warnMismatches(odd)
+	s.checkEnergy(rd, out)
 	out.DCGMExporter = s.health()
 	out.DCGMExporter.PageAgeSeconds = age
 	out.DCGMExporter.GPUsMatched = s.matched(rd, f)
