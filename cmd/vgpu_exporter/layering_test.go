@@ -93,6 +93,7 @@ var layers = map[string][]string{
 	"internal/dashjson":    nil,
 	"internal/urlmask":     nil,
 	"internal/energyguard": nil,
+	"internal/headercap":   nil,
 	// Test builders, imported only by test files (see testOnly).
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
@@ -122,8 +123,9 @@ var layers = map[string][]string{
 // /proc/PID/cgroup and a pod's UID, the reads of other processes' procfs
 // files each bounded in time, the watch of a call that runs late, the reader of the generated
 // dashboards, the form of a configured URL with its secrets masked, the
-// check of a GPU energy counter's readings.
-var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect", "internal/cgroupfile", "internal/procread", "internal/poduid", "internal/overdue", "internal/dashjson", "internal/urlmask", "internal/energyguard"}
+// check of a GPU energy counter's readings, the bound on a peer's answer
+// headers.
+var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect", "internal/cgroupfile", "internal/procread", "internal/poduid", "internal/overdue", "internal/dashjson", "internal/urlmask", "internal/energyguard", "internal/headercap"}
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.

@@ -28,6 +28,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/headercap"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/redirect"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/urlmask"
 )
@@ -58,7 +59,9 @@ type Options struct {
 	// logged at most once a minute); 0 means DefaultMaxAge. Lines without
 	// a timestamp (dcgm-exporter's own) are taken as current.
 	MaxAge time.Duration
-	// Client is the HTTP client; nil means a plain http.Client.
+	// Client is the HTTP client; nil means a plain http.Client. The
+	// Source reads through a copy whose answers' headers may hold at
+	// most headercap.MaxBytes (package headercap).
 	Client *http.Client
 	// Clock paces the warnings and ages the timestamps; nil means
 	// gpu.RealClock{}.
@@ -149,7 +152,7 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 	if s.logger == nil {
 		s.logger = log.NewNopLogger()
 	}
-	s.client = redirect.Client(s.client)
+	s.client = redirect.Client(headercap.Client(s.client))
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	return s, nil
 }
