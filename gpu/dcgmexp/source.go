@@ -109,6 +109,8 @@ type Source struct {
 	// energy are the guards of the page's energy counters, by UUID.
 	energy      map[string]*pageEnergy
 	energyLimit *rate.Limiter // warnings of refused energy readings
+	// sources are the activity sources pages last gave (keepSources).
+	sources map[Key]sourceSeen
 }
 
 // warnEvery is the least time between two warnings of one kind.
@@ -136,7 +138,8 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 		logger: opts.Logger, client: opts.Client, clock: opts.Clock,
 		failLimit: rate.NewLimiter(rate.Every(warnEvery), 1), skipLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
 		staleLimit: rate.NewLimiter(rate.Every(warnEvery), 1), matchLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
-		ownEnergy: map[string]bool{}, energy: map[string]*pageEnergy{}, energyLimit: rate.NewLimiter(rate.Every(warnEvery), 1)}
+		ownEnergy: map[string]bool{}, energy: map[string]*pageEnergy{}, energyLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
+		sources: map[Key]sourceSeen{}}
 	if s.clock == nil {
 		s.clock = gpu.RealClock{}
 	}
@@ -210,7 +213,9 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 		// the health as the fields are: a success off the path sets both
 		h := s.health()
 		s.mu.Unlock()
-		return without(rd, h, s.Name()), nil
+		out := without(rd, h, s.Name())
+		s.keepSources(out)
+		return out, nil
 	default:
 		if f, err = s.scrape(ctx); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -219,7 +224,9 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 				s.mu.Unlock()
 			}
 			s.failed(err)
-			return without(rd, s.health(), s.Name()), nil
+			out := without(rd, s.health(), s.Name())
+			s.keepSources(out)
+			return out, nil
 		}
 		s.succeeded()
 	}
@@ -227,6 +234,7 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 	out, odd := merge(rd, f, s.Name(), own)
 	s.warnMismatches(odd)
 	s.checkEnergy(rd, out)
+	s.keepSources(out)
 	out.DCGMExporter = s.health()
 	out.DCGMExporter.PageAgeSeconds = age
 	out.DCGMExporter.GPUsMatched = s.matched(rd, f)
