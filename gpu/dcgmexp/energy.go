@@ -1,6 +1,8 @@
 package dcgmexp
 
 import (
+	"time"
+
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
@@ -10,6 +12,10 @@ import (
 // pageEnergy is what is kept between pages of one GPU's energy counter.
 type pageEnergy struct {
 	guard energyguard.Guard
+	// the page's counter as last read, and when it last moved
+	seen    bool
+	value   float64
+	movedAt time.Time
 }
 
 // checkEnergy runs the energy counters out took from the page (those rd,
@@ -50,4 +56,48 @@ func (s *Source) checkEnergy(rd, out *gpu.Readings) {
 			}
 		}
 	}
+}
+
+// frozen drops from f the series of the GPUs whose page energy counter has
+// not moved for longer than the maximum age while the inner readings rd
+// say they draw power: a dcgm-exporter whose host engine went away serves
+// its last page for good, without timestamps and with /health fine, its
+// ratios those of a past it no longer reads. Those GPUs are stale, left
+// out as if the page lacked them (and so not counted matched); it returns
+// how many.
+func (s *Source) frozen(rd *gpu.Readings, f Fields, now time.Time) int {
+	gis := instances(f)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	done := map[string]bool{}
+	for _, d := range rd.Devices {
+		if !d.Up || done[d.UUID] {
+			continue
+		}
+		done[d.UUID] = true
+		v, _ := wholeGPU(f, d.UUID, gis[d.UUID])
+		if v == nil || v.EnergyJoules == nil {
+			continue
+		}
+		pe := s.energy[d.UUID]
+		if pe == nil {
+			pe = &pageEnergy{}
+			s.energy[d.UUID] = pe
+		}
+		if e := *v.EnergyJoules; !pe.seen || e != pe.value {
+			pe.seen, pe.value, pe.movedAt = true, e, now
+			continue
+		}
+		if now.Sub(pe.movedAt) <= s.maxAge || d.PowerWatts == nil || *d.PowerWatts <= 0 {
+			continue
+		}
+		for k := range f {
+			if k.UUID == d.UUID {
+				delete(f, k)
+			}
+		}
+		n++
+	}
+	return n
 }

@@ -231,6 +231,15 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 		s.succeeded()
 	}
 	f, age := s.fresh(f)
+	if n := s.frozen(rd, f, s.clock.Now()); n > 0 {
+		s.mu.Lock()
+		ok := s.staleLimit.AllowN(s.clock.Now(), 1)
+		s.mu.Unlock()
+		if ok {
+			level.Warn(s.logger).Log("msg", "dcgm-exporter page's energy counter unmoved past the maximum age while NVML reads the GPU drawing power: a frozen page, its figures left out (logged at most once a minute)",
+				"url", s.name, "gpus", n, "max_age", s.maxAge)
+		}
+	}
 	out, odd := merge(rd, f, s.Name(), own)
 	s.warnMismatches(odd)
 	s.checkEnergy(rd, out)
