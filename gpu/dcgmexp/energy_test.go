@@ -28,6 +28,27 @@ func pages(t *testing.T, bodies ...string) *httptest.Server {
 	return srv
 }
 
+// newSource is New(inner, opts), closed when the test ends.
+func newSource(t *testing.T, inner gpu.Source, opts Options) *Source {
+	t.Helper()
+	s, err := New(inner, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// sampleOnce is one sample of s, which must not fail.
+func sampleOnce(t *testing.T, s *Source) *gpu.Readings {
+	t.Helper()
+	rd, err := s.Sample(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rd
+}
+
 // energyPage is a page with GPU A's energy counter at mJ.
 func energyPage(mJ string) string {
 	return fmt.Sprintf("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\",UUID=%q} %s\n", uuidA, mJ)
@@ -67,19 +88,12 @@ func TestPageEnergyCounterGuarded(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := pages(t, mapPages(tc.pages)...)
 			inner := &fakeSource{}
-			s, err := New(inner, Options{URL: srv.URL})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := newSource(t, inner, Options{URL: srv.URL})
 			at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			for i, want := range tc.want {
 				inner.rd = &gpu.Readings{Time: at.Add(time.Duration(i) * time.Second),
 					Devices: []gpu.Device{{UUID: uuidA, Up: true, PowerLimitW: tc.limit}}}
-				rd, err := s.Sample(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
+				rd := sampleOnce(t, s)
 				got := rd.Devices[0].EnergyJoules
 				switch {
 				case want < 0 && got != nil:

@@ -1,7 +1,6 @@
 package dcgmexp
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -47,16 +46,9 @@ func TestFrozenPageStale(t *testing.T) {
 			}
 			clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 			inner := &fakeSource{rd: &gpu.Readings{Devices: []gpu.Device{{UUID: uuidA, Up: true, PowerWatts: tc.watts}}}}
-			s, err := New(inner, Options{URL: pages(t, bodies...).URL, Clock: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := newSource(t, inner, Options{URL: pages(t, bodies...).URL, Clock: clock})
 			for i, want := range tc.want {
-				rd, err := s.Sample(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
+				rd := sampleOnce(t, s)
 				merged := rd.Devices[0].Activity.SMActive != nil
 				if merged != want || (rd.DCGMExporter.GPUsMatched == 1) != want {
 					t.Errorf("sample %d (%v): merged %v, GPUs matched %d; want merged %v", i, time.Duration(i)*30*time.Second, merged, rd.DCGMExporter.GPUsMatched, want)

@@ -1,7 +1,6 @@
 package dcgmexp
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -35,15 +34,8 @@ func TestHugeHeadersFailScrape(t *testing.T) {
 			}))
 			defer srv.Close()
 			inner := &fakeSource{rd: &gpu.Readings{Devices: []gpu.Device{{UUID: uuidA, Up: true}}}}
-			s, err := New(inner, Options{URL: srv.URL, Client: srv.Client(), Timeout: 10 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			rd, err := s.Sample(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newSource(t, inner, Options{URL: srv.URL, Client: srv.Client(), Timeout: 10 * time.Second})
+			rd := sampleOnce(t, s)
 			if s.Up() != tc.up || (rd.Devices[0].Activity.Source == ActivityDCGM) != tc.up {
 				t.Errorf("up %v, activity %+v; want up %v", s.Up(), rd.Devices[0].Activity, tc.up)
 			}

@@ -1,7 +1,6 @@
 package dcgmexp
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -35,16 +34,9 @@ func TestActivitySourceKeptOverFailedScrapes(t *testing.T) {
 			clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 			inner := &fakeSource{rd: &gpu.Readings{Devices: []gpu.Device{{UUID: uuidA, Up: true},
 				{UUID: uuidB, Up: true, MIGEnabled: true, MIG: []gpu.MIGInstance{{GPUInstanceID: 1}}}}}}
-			s, err := New(inner, Options{URL: pages(t, tc.pages...).URL, Clock: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := newSource(t, inner, Options{URL: pages(t, tc.pages...).URL, Clock: clock})
 			for i, w := range tc.want {
-				rd, err := s.Sample(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
+				rd := sampleOnce(t, s)
 				a, m := rd.Devices[0].Activity, rd.Devices[1].MIG[0].Activity
 				if a.Source != w.gpu || m.Source != w.mig {
 					t.Errorf("sample %d (page %.20q): GPU source %q, instance %q; want %q, %q", i, tc.pages[min(i, len(tc.pages)-1)], a.Source, m.Source, w.gpu, w.mig)

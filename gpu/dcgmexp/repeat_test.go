@@ -1,7 +1,6 @@
 package dcgmexp
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -36,15 +35,8 @@ func TestRepeatedSeriesNewestKept(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inner := &fakeSource{rd: &gpu.Readings{Devices: []gpu.Device{{UUID: uuidA, Up: true}}}}
-			s, err := New(inner, Options{URL: serve(t, []byte(tc.page), nil).URL, Clock: gpu.NewManualClock(now)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			rd, err := s.Sample(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newSource(t, inner, Options{URL: serve(t, []byte(tc.page), nil).URL, Clock: gpu.NewManualClock(now)})
+			rd := sampleOnce(t, s)
 			got := rd.Devices[0].Activity.SMActive
 			switch {
 			case tc.want == none && got != nil:
