@@ -15,6 +15,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/headercap"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/urlmask"
 )
 
@@ -30,31 +31,9 @@ type Options struct {
 	// HTTPClient reads http(s) sources; nil means a default client. The
 	// Pool reads through a copy of its Transport (of
 	// http.DefaultTransport where it has none) whose answers' headers
-	// may hold at most maxHeaderBytes; another kind of RoundTripper is
-	// used as it is.
+	// may hold at most headercap.MaxBytes; another kind of RoundTripper
+	// is used as it is.
 	HTTPClient *http.Client
-}
-
-// maxHeaderBytes bounds the headers of a source's answer, which max_bytes
-// (the body's bound) does not: Go's transport reads up to 10 MiB of them
-// by default. A real answer's are well under 1 KiB.
-const maxHeaderBytes = 64 << 10
-
-// boundedHeaders is c reading through its own copy of c's transport
-// whose answers' headers may hold at most maxHeaderBytes, proxies, TLS
-// and timeouts kept.
-func boundedHeaders(c *http.Client) *http.Client {
-	out := *c
-	rt := out.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	if t, ok := rt.(*http.Transport); ok {
-		t = t.Clone()
-		t.MaxResponseHeaderBytes = maxHeaderBytes
-		out.Transport = t
-	}
-	return &out
 }
 
 // Pool keeps one tracker per named source and scrapes them: on their own
@@ -85,7 +64,7 @@ func NewPool(opts Options) *Pool {
 	return &Pool{
 		clock:      opts.Clock,
 		logger:     opts.Logger,
-		scraper:    &scraper{httpc: boundedHeaders(opts.HTTPClient), app: opts.AppMetrics, clock: opts.Clock},
+		scraper:    &scraper{httpc: headercap.Client(opts.HTTPClient), app: opts.AppMetrics, clock: opts.Clock},
 		trackers:   map[string]*sloTracker{},
 		trackerKey: map[string]string{},
 		cancels:    map[string]context.CancelFunc{},

@@ -112,7 +112,7 @@ func TestPoolStaggersFirstScrapes(t *testing.T) {
 }
 
 // TestHugeHeadersFailScrape: an answer whose headers are larger than
-// maxHeaderBytes fails the scrape, whatever max_bytes allows the body;
+// headercap.MaxBytes fails the scrape, whatever max_bytes allows the body;
 // the Pool's client keeps its transport's TLS settings.
 func TestHugeHeadersFailScrape(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

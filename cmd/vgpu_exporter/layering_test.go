@@ -79,19 +79,21 @@ var layers = map[string][]string{
 	"cmd/vgpu_exporter": {"collector", "tuner", "tuner/autotune", "tuner/policies", "tuner/rebalance", "tenant", "latency", "kube", "gpu", "gpu/nvml", "gpu/dcgmexp", "gpu/mps", "gpu/nvidiasmi", "gpu/rebalance", "gpu/kubeevict", "gpu/pause", "gpu/vmproc", "sim", "scenarios", "exposition", "procmetrics", "webui", "httplimit", "pipeline", "gcpace", "webconf", "internal/flagvalue"},
 	"cmd/vgpusim":       {"tuner", "tuner/autotune", "tuner/baseline", "gpu", "sim", "sim/report", "simrun", "simrun/table", "oracle", "scenarios", "internal/flagvalue"},
 	// Leaves below every layer; any package may import them (see leaves).
-	"internal/yamlconf":   nil,
-	"internal/fileread":   nil,
-	"internal/parallel":   nil,
-	"internal/clip":       nil,
-	"internal/ratelog":    nil,
-	"internal/reap":       nil,
-	"internal/redirect":   nil,
-	"internal/cgroupfile": nil,
-	"internal/procread":   nil,
-	"internal/poduid":     nil,
-	"internal/overdue":    nil,
-	"internal/dashjson":   nil,
-	"internal/urlmask":    nil,
+	"internal/yamlconf":    nil,
+	"internal/fileread":    nil,
+	"internal/parallel":    nil,
+	"internal/clip":        nil,
+	"internal/ratelog":     nil,
+	"internal/reap":        nil,
+	"internal/redirect":    nil,
+	"internal/cgroupfile":  nil,
+	"internal/procread":    nil,
+	"internal/poduid":      nil,
+	"internal/overdue":     nil,
+	"internal/dashjson":    nil,
+	"internal/urlmask":     nil,
+	"internal/energyguard": nil,
+	"internal/headercap":   nil,
 	// Test builders, imported only by test files (see testOnly).
 	"internal/testutil": {"gpu"},
 	"internal/simtest":  {"gpu", "sim", "simrun", "tenant"},
@@ -120,8 +122,10 @@ var layers = map[string][]string{
 // redirect policy of the clients that read a peer, the checked lines of
 // /proc/PID/cgroup and a pod's UID, the reads of other processes' procfs
 // files each bounded in time, the watch of a call that runs late, the reader of the generated
-// dashboards, the form of a configured URL with its secrets masked.
-var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect", "internal/cgroupfile", "internal/procread", "internal/poduid", "internal/overdue", "internal/dashjson", "internal/urlmask"}
+// dashboards, the form of a configured URL with its secrets masked, the
+// check of a GPU energy counter's readings, the bound on a peer's answer
+// headers.
+var leaves = []string{"internal/yamlconf", "internal/fileread", "internal/command", "internal/parallel", "internal/clip", "internal/ratelog", "internal/reap", "internal/redirect", "internal/cgroupfile", "internal/procread", "internal/poduid", "internal/overdue", "internal/dashjson", "internal/urlmask", "internal/energyguard", "internal/headercap"}
 
 // testOnly are packages for test files: no other package's non-test files
 // may import them, so no test builder ends up in a binary.

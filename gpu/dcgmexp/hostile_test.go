@@ -267,9 +267,9 @@ func TestParseStopsWhenContextEnds(t *testing.T) {
 
 // A failed scrape's error names the status code, not the reason phrase:
 // that is dcgm-exporter's own text, up to the HTTP client's header limit
-// (10 MiB), and went whole into the warning logged.
+// (headercap.MaxBytes), and went whole into the warning logged.
 func TestScrapeStatusReasonNotQuoted(t *testing.T) {
-	s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: testutil.LongReasonServer(t, 503, 1<<20) + "/metrics"})
+	s, err := New(&fakeSource{rd: innerReadings()}, Options{URL: testutil.LongReasonServer(t, 503, 32<<10) + "/metrics"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"mime"
+	"slices"
 	"strconv"
 	"time"
 
@@ -58,6 +60,7 @@ type Fields map[Key]*Values
 // ratio above 1 (by rounding: at most ratioSlack) is clamped to 1.
 type field struct {
 	name  string // the metric name, set by init
+	idx   int    // its place among the fields, set by init
 	set   func(v *Values) **float64
 	scale float64
 	ratio bool
@@ -74,27 +77,46 @@ const ratioSlack = 1.05
 // rounding only); a value outside is a broken exporter or field, not a
 // reading.
 var fields = map[string]field{
-	"DCGM_FI_PROF_SM_ACTIVE":               {"", func(v *Values) **float64 { return &v.SMActive }, 1, true, ratioSlack},
-	"DCGM_FI_PROF_SM_OCCUPANCY":            {"", func(v *Values) **float64 { return &v.SMOccupancy }, 1, true, ratioSlack},
-	"DCGM_FI_PROF_DRAM_ACTIVE":             {"", func(v *Values) **float64 { return &v.DRAMActive }, 1, true, ratioSlack},
-	"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE":      {"", func(v *Values) **float64 { return &v.TensorActive }, 1, true, ratioSlack},
-	"DCGM_FI_PROF_GR_ENGINE_ACTIVE":        {"", func(v *Values) **float64 { return &v.GREngineActive }, 1, true, ratioSlack},
-	"DCGM_FI_DEV_GPU_UTIL":                 {"", func(v *Values) **float64 { return &v.GPUUtil }, 0.01, true, 105},
-	"DCGM_FI_DEV_MEM_COPY_UTIL":            {"", func(v *Values) **float64 { return &v.MemCopyUtil }, 0.01, true, 105},
-	"DCGM_FI_DEV_SM_CLOCK":                 {"", func(v *Values) **float64 { return &v.SMClockHz }, 1e6, false, 100_000},
-	"DCGM_FI_DEV_MEM_CLOCK":                {"", func(v *Values) **float64 { return &v.MemClockHz }, 1e6, false, 100_000},
-	"DCGM_FI_DEV_POWER_USAGE":              {"", func(v *Values) **float64 { return &v.PowerWatts }, 1, false, 100_000},
-	"DCGM_FI_DEV_GPU_TEMP":                 {"", func(v *Values) **float64 { return &v.TemperatureC }, 1, false, 1000},
-	"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": {"", func(v *Values) **float64 { return &v.EnergyJoules }, 1e-3, false, 1e18},
-	"DCGM_FI_DEV_FB_USED":                  {"", func(v *Values) **float64 { return &v.FBUsedBytes }, 1 << 20, false, 1 << 30},
-	"DCGM_FI_DEV_FB_FREE":                  {"", func(v *Values) **float64 { return &v.FBFreeBytes }, 1 << 20, false, 1 << 30},
+	"DCGM_FI_PROF_SM_ACTIVE":               {"", 0, func(v *Values) **float64 { return &v.SMActive }, 1, true, ratioSlack},
+	"DCGM_FI_PROF_SM_OCCUPANCY":            {"", 0, func(v *Values) **float64 { return &v.SMOccupancy }, 1, true, ratioSlack},
+	"DCGM_FI_PROF_DRAM_ACTIVE":             {"", 0, func(v *Values) **float64 { return &v.DRAMActive }, 1, true, ratioSlack},
+	"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE":      {"", 0, func(v *Values) **float64 { return &v.TensorActive }, 1, true, ratioSlack},
+	"DCGM_FI_PROF_GR_ENGINE_ACTIVE":        {"", 0, func(v *Values) **float64 { return &v.GREngineActive }, 1, true, ratioSlack},
+	"DCGM_FI_DEV_GPU_UTIL":                 {"", 0, func(v *Values) **float64 { return &v.GPUUtil }, 0.01, true, 105},
+	"DCGM_FI_DEV_MEM_COPY_UTIL":            {"", 0, func(v *Values) **float64 { return &v.MemCopyUtil }, 0.01, true, 105},
+	"DCGM_FI_DEV_SM_CLOCK":                 {"", 0, func(v *Values) **float64 { return &v.SMClockHz }, 1e6, false, 100_000},
+	"DCGM_FI_DEV_MEM_CLOCK":                {"", 0, func(v *Values) **float64 { return &v.MemClockHz }, 1e6, false, 100_000},
+	"DCGM_FI_DEV_POWER_USAGE":              {"", 0, func(v *Values) **float64 { return &v.PowerWatts }, 1, false, 100_000},
+	"DCGM_FI_DEV_GPU_TEMP":                 {"", 0, func(v *Values) **float64 { return &v.TemperatureC }, 1, false, 1000},
+	"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": {"", 0, func(v *Values) **float64 { return &v.EnergyJoules }, 1e-3, false, 1e18},
+	"DCGM_FI_DEV_FB_USED":                  {"", 0, func(v *Values) **float64 { return &v.FBUsedBytes }, 1 << 20, false, 1 << 30},
+	"DCGM_FI_DEV_FB_FREE":                  {"", 0, func(v *Values) **float64 { return &v.FBFreeBytes }, 1 << 20, false, 1 << 30},
 }
 
 func init() {
-	for name, f := range fields {
-		f.name = name
+	for i, name := range slices.Sorted(maps.Keys(fields)) {
+		f := fields[name]
+		f.name, f.idx = name, i
 		fields[name] = f
 	}
+}
+
+// DCGM's blank values, each the base of 16 (base+0 to base+15: blank, not
+// found, not supported, not permissioned, ...): what a field DCGM could
+// not read holds in place of a reading. dcgm-exporter writes them as they
+// are, e.g. an energy counter of 2147483632 mJ.
+const (
+	int32Blank = 0x7ffffff0         // DCGM_INT32_BLANK
+	int64Blank = 0x7ffffffffffffff0 // DCGM_INT64_BLANK
+	fp64Blank  = 140737488355328.0  // DCGM_FP64_BLANK, 2^47
+	blanks     = 16
+)
+
+// blank says whether v is one of DCGM's blank values. The 64-bit integer
+// ones all read as 2^63 in a float64.
+func blank(v float64) bool {
+	in := func(base float64) bool { return v >= base && v <= base+blanks-1 }
+	return in(int32Blank) || in(fp64Blank) || in(float64(int64Blank))
 }
 
 // Parsing limits: a dcgm-exporter line is a few hundred bytes; the
@@ -148,15 +170,16 @@ func ParseContext(ctx context.Context, r io.Reader) (Fields, []string, error) {
 // series of the DCGM fields it knows: the lines of other families are
 // skipped unread beyond their name, so memory does not grow with the page.
 // Series without a UUID label, with an unparsable GPU_I_ID, with a value
-// that is not finite or outside its field's range, or of a GPU or MIG
+// that is not finite, one of DCGM's blanks or outside its field's range, or of a GPU or MIG
 // instance past the first maxKeys are skipped and reported in the
 // returned warnings, each naming the field; a malformed line of a
 // known field, one over 64 KiB, or ctx ending is an error (naming the
 // line). A line over 64 KiB of anything else is skipped unread. When several series describe the same GPU (dcgm-exporter repeats
-// a GPU's fields per pod in Kubernetes mode) the first one wins.
+// a GPU's fields per pod in Kubernetes mode) the first one wins, or the
+// newest where they carry timestamps.
 func ParseFormat(ctx context.Context, r io.Reader, format Format) (Fields, []string, error) {
 	br := bufio.NewReaderSize(r, maxLine+len("\r\n"))
-	p := parser{out: Fields{}, uuids: map[string]string{}, format: format}
+	p := parser{out: Fields{}, uuids: map[string]string{}, format: format, times: map[Key][]time.Time{}}
 	for n := 1; ; n++ {
 		if n%4096 == 0 && ctx.Err() != nil {
 			return nil, nil, fmt.Errorf("parsing dcgm-exporter metrics: stopped at line %d: %w", n, context.Cause(ctx))
@@ -195,13 +218,23 @@ func ParseFormat(ctx context.Context, r io.Reader, format Format) (Fields, []str
 	if p.dropped > 0 {
 		p.warnings = append(p.warnings, fmt.Sprintf("and %d more series skipped", p.dropped))
 	}
+	for k, times := range p.times {
+		for _, ts := range times {
+			if v := p.out[k]; !ts.IsZero() && (v.Time.IsZero() || ts.Before(v.Time)) {
+				v.Time = ts
+			}
+		}
+	}
 	return p.out, p.warnings, nil
 }
 
 type parser struct {
-	format   Format
-	out      Fields
-	uuids    map[string]string // interned UUIDs
+	format Format
+	out    Fields
+	uuids  map[string]string // interned UUIDs
+	// times are the timestamps of the lines kept, by Key and field
+	// (idx); zero for a line without one
+	times    map[Key][]time.Time
 	warnings []string
 	dropped  int
 }
@@ -282,6 +315,11 @@ func (p *parser) line(b []byte) error {
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		p.warn(func() string { return fmt.Sprintf("%s{UUID=%q}: value %v is not finite", name, u, v) })
 		return nil
+	case blank(v):
+		p.warn(func() string {
+			return fmt.Sprintf("%s{UUID=%q}: value %v is one of DCGM's blanks (no reading)", name, u, v)
+		})
+		return nil
 	case v < 0 || v > f.max:
 		p.warn(func() string {
 			return fmt.Sprintf("%s{UUID=%q}: value %g outside its range [0, %g]", name, u, v, f.max)
@@ -299,15 +337,21 @@ func (p *parser) line(b []byte) error {
 		vals = &Values{}
 		p.out[k] = vals
 	}
-	if dst := f.set(vals); *dst == nil {
+	times := p.times[k]
+	if times == nil {
+		times = make([]time.Time, len(fields))
+		p.times[k] = times
+	}
+	// a repeated series (per pod, or of two sources behind a proxy): the
+	// first is kept, or the newest where the kept one has a timestamp (a
+	// line without one is current)
+	if dst, kept := f.set(vals), times[f.idx]; *dst == nil || !kept.IsZero() && (ts.IsZero() || ts.After(kept)) {
 		x := v * f.scale
 		if f.ratio && x > 1 {
 			x = 1
 		}
 		*dst = &x
-		if !ts.IsZero() && (vals.Time.IsZero() || ts.Before(vals.Time)) {
-			vals.Time = ts
-		}
+		times[f.idx] = ts
 	}
 	return nil
 }

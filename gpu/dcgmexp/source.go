@@ -28,6 +28,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/headercap"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/redirect"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/urlmask"
 )
@@ -58,7 +59,9 @@ type Options struct {
 	// logged at most once a minute); 0 means DefaultMaxAge. Lines without
 	// a timestamp (dcgm-exporter's own) are taken as current.
 	MaxAge time.Duration
-	// Client is the HTTP client; nil means a plain http.Client.
+	// Client is the HTTP client; nil means a plain http.Client. The
+	// Source reads through a copy whose answers' headers may hold at
+	// most headercap.MaxBytes (package headercap).
 	Client *http.Client
 	// Clock paces the warnings and ages the timestamps; nil means
 	// gpu.RealClock{}.
@@ -103,6 +106,11 @@ type Source struct {
 	// ownEnergy are the GPUs, by UUID, whose energy counter the inner
 	// source has read: the page's copy of it never fills theirs.
 	ownEnergy map[string]bool
+	// energy are the guards of the page's energy counters, by UUID.
+	energy      map[string]*pageEnergy
+	energyLimit *rate.Limiter // warnings of refused energy readings
+	// sources are the activity sources pages last gave (keepSources).
+	sources map[Key]sourceSeen
 }
 
 // warnEvery is the least time between two warnings of one kind.
@@ -130,7 +138,8 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 		logger: opts.Logger, client: opts.Client, clock: opts.Clock,
 		failLimit: rate.NewLimiter(rate.Every(warnEvery), 1), skipLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
 		staleLimit: rate.NewLimiter(rate.Every(warnEvery), 1), matchLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
-		ownEnergy: map[string]bool{}}
+		ownEnergy: map[string]bool{}, energy: map[string]*pageEnergy{}, energyLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
+		sources: map[Key]sourceSeen{}}
 	if s.clock == nil {
 		s.clock = gpu.RealClock{}
 	}
@@ -146,7 +155,7 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 	if s.logger == nil {
 		s.logger = log.NewNopLogger()
 	}
-	s.client = redirect.Client(s.client)
+	s.client = redirect.Client(headercap.Client(s.client))
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -204,7 +213,9 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 		// the health as the fields are: a success off the path sets both
 		h := s.health()
 		s.mu.Unlock()
-		return without(rd, h, s.Name()), nil
+		out := without(rd, h, s.Name())
+		s.keepSources(out)
+		return out, nil
 	default:
 		if f, err = s.scrape(ctx); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -213,13 +224,26 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 				s.mu.Unlock()
 			}
 			s.failed(err)
-			return without(rd, s.health(), s.Name()), nil
+			out := without(rd, s.health(), s.Name())
+			s.keepSources(out)
+			return out, nil
 		}
 		s.succeeded()
 	}
 	f, age := s.fresh(f)
+	if n := s.frozen(rd, f, s.clock.Now()); n > 0 {
+		s.mu.Lock()
+		ok := s.staleLimit.AllowN(s.clock.Now(), 1)
+		s.mu.Unlock()
+		if ok {
+			level.Warn(s.logger).Log("msg", "dcgm-exporter page's energy counter unmoved past the maximum age while NVML reads the GPU drawing power: a frozen page, its figures left out (logged at most once a minute)",
+				"url", s.name, "gpus", n, "max_age", s.maxAge)
+		}
+	}
 	out, odd := merge(rd, f, s.Name(), own)
 	s.warnMismatches(odd)
+	s.checkEnergy(rd, out)
+	s.keepSources(out)
 	out.DCGMExporter = s.health()
 	out.DCGMExporter.PageAgeSeconds = age
 	out.DCGMExporter.GPUsMatched = s.matched(rd, f)

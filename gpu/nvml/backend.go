@@ -22,6 +22,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/energyguard"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 )
 
@@ -123,7 +124,7 @@ type devState struct {
 	ctxCycles    float64
 	ctxKnown     bool
 	nvlinkErrs   nvlinkErrors
-	energy       energyGuard
+	energy       energyguard.Guard
 
 	// clocks locked through this backend (nil when never changed here)
 	locked *bool
@@ -279,7 +280,7 @@ func (b *Backend) markDown(ds *devState, err error) {
 		ds.giProfiles, ds.giFullSMs = nil, 0
 		ds.locked = nil
 		ds.nvlinkErrs = nil
-		ds.energy = energyGuard{}
+		ds.energy = energyguard.Guard{}
 		b.dropGPM(ds)
 	}
 }

@@ -32,7 +32,7 @@ func energyReads(f *fixture, reads ...uint64) {
 // reading likewise. A reading that does not follow from the last one
 // served (ahead by more than the GPU can draw, or behind) is now refused,
 // the last kept as the one the next is checked against; readings that
-// agree with one another for energyConfirm samples are the counter's own
+// agree with one another for energyguard.Confirm samples are the counter's own
 // new level.
 func TestEnergyCounterGlitches(t *testing.T) {
 	const (

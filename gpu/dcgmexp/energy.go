@@ -1,0 +1,103 @@
+package dcgmexp
+
+import (
+	"time"
+
+	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/energyguard"
+)
+
+// pageEnergy is what is kept between pages of one GPU's energy counter.
+type pageEnergy struct {
+	guard energyguard.Guard
+	// the page's counter as last read, and when it last moved
+	seen    bool
+	value   float64
+	movedAt time.Time
+}
+
+// checkEnergy runs the energy counters out took from the page (those rd,
+// the inner readings, lacks) through their GPU's guard, as the NVML
+// backend does its own: a reading that does not follow from the last one
+// taken (a 0 between true readings, a value ahead by more than the GPU can
+// draw) is left out, the sample read without its counter, and logged at
+// most once a minute. The bound on the draw is twice the power limit the
+// inner source read. out's devices are its own (merge's copy).
+func (s *Source) checkEnergy(rd, out *gpu.Readings) {
+	at := rd.Time
+	if at.IsZero() {
+		at = s.clock.Now()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range out.Devices {
+		d := &out.Devices[i]
+		if d.EnergyJoules == nil || i >= len(rd.Devices) || rd.Devices[i].EnergyJoules != nil {
+			continue
+		}
+		pe := s.energy[d.UUID]
+		if pe == nil {
+			pe = &pageEnergy{}
+			s.energy[d.UUID] = pe
+		}
+		v, last, watts := *d.EnergyJoules, pe.guard.Last(), energyguard.Watts(d.PowerLimitW)
+		ok, relevel := pe.guard.Take(v, at, watts)
+		switch {
+		case relevel && s.energyLimit.AllowN(s.clock.Now(), 1):
+			level.Warn(s.logger).Log("msg", "dcgm-exporter page's energy counter taken at a new level after readings in a row agreed with it (logged at most once a minute)",
+				"url", s.name, "uuid", d.UUID, "joules", v, "was", last)
+		case !ok:
+			d.EnergyJoules = nil
+			if s.energyLimit.AllowN(s.clock.Now(), 1) {
+				level.Warn(s.logger).Log("msg", "dcgm-exporter page's energy counter refused: not where the last one allows; sample read without it (logged at most once a minute)",
+					"url", s.name, "uuid", d.UUID, "joules", v, "last", last, "max_watts", watts)
+			}
+		}
+	}
+}
+
+// frozen drops from f the series of the GPUs whose page energy counter has
+// not moved for longer than the maximum age while the inner readings rd
+// say they draw power: a dcgm-exporter whose host engine went away serves
+// its last page for good, without timestamps and with /health fine, its
+// ratios those of a past it no longer reads. Those GPUs are stale, left
+// out as if the page lacked them (and so not counted matched); it returns
+// how many.
+func (s *Source) frozen(rd *gpu.Readings, f Fields, now time.Time) int {
+	gis := instances(f)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	done := map[string]bool{}
+	for _, d := range rd.Devices {
+		if !d.Up || done[d.UUID] {
+			continue
+		}
+		done[d.UUID] = true
+		v, _ := wholeGPU(f, d.UUID, gis[d.UUID])
+		if v == nil || v.EnergyJoules == nil {
+			continue
+		}
+		pe := s.energy[d.UUID]
+		if pe == nil {
+			pe = &pageEnergy{}
+			s.energy[d.UUID] = pe
+		}
+		if e := *v.EnergyJoules; !pe.seen || e != pe.value {
+			pe.seen, pe.value, pe.movedAt = true, e, now
+			continue
+		}
+		if now.Sub(pe.movedAt) <= s.maxAge || d.PowerWatts == nil || *d.PowerWatts <= 0 {
+			continue
+		}
+		for k := range f {
+			if k.UUID == d.UUID {
+				delete(f, k)
+			}
+		}
+		n++
+	}
+	return n
+}
