@@ -131,6 +131,12 @@ func deterministic(snap *tenant.Snapshot) tenant.Snapshot {
 	s.Sampler.Interval = 0 // the interval configured, not a reading (and added since the pins)
 	s.Config.File = ""
 	s.Config.LastReloadSuccessTime = time.Time{}
+	// each tenant's SLO window, copied from the tenants file beside its
+	// class (not a reading, and added since the pins)
+	s.Tenants = slices.Clone(s.Tenants)
+	for i := range s.Tenants {
+		s.Tenants[i].SLOWindow = 0
+	}
 	return s
 }
 
@@ -178,7 +184,8 @@ var addedSincePin = map[string]bool{"gpu.Device.UnlistedActivity": true, "gpu.MI
 	"gpu.Device.NoProcessSamples": true, "tenant.Meter.UsedUnknown": true, "tenant.Meter.EnergyUnknown": true, "tenant.Meter.ReservedUnknown": true,
 	"tenant.GPUMeter.UnattributedEnergyJoules": true, "gpu.MIGInstance.OtherComputeInstances": true, "gpu.Device.ProcessesUnread": true,
 	"gpu.Device.MPSProcessesUnread": true, "gpu.MIGInstance.ProcessesUnread": true, "tenant.Usage.MemoryUnknown": true,
-	"tenant.Meter.MemoryUnknown": true, "gpu.SamplerStats.Interval": true}
+	"tenant.Meter.MemoryUnknown": true, "gpu.SamplerStats.Interval": true,
+	"tenant.Info.SLOWindow": true}
 
 // pointerSincePin are the fields that were values when the pinned hashes
 // were written and are pointers now (nil where the value is unknown): one

@@ -138,14 +138,15 @@ func compile(cfg *Config, pods PodTenancy) *compiledConfig {
 		if t.Share != nil {
 			info.ShareMin, info.ShareMax = t.Share.Min, t.Share.Max
 		}
-		c.info = append(c.info, info)
 		c.class[t.Name] = t.Class
 		if t.Share != nil && t.Share.Min > 0 {
 			c.minShare[t.Name] = t.Share.Min
 		}
 		if t.LatencySource != nil {
-			c.sourceWindow[t.Name] = sloWindow(&t, cfg.Defaults)
+			info.SLOWindow = sloWindow(&t, cfg.Defaults)
+			c.sourceWindow[t.Name] = info.SLOWindow
 		}
+		c.info = append(c.info, info)
 		for _, s := range t.Selectors {
 			if s.Cgroup != "" || s.Kubernetes != nil {
 				c.needCgroup = true

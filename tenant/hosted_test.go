@@ -3,8 +3,10 @@ package tenant
 import (
 	"context"
 	"io"
+	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -237,5 +239,51 @@ func TestSourcesWhereRunningReloadKubeletDown(t *testing.T) {
 	pods.refresh(clock.Now(), true, false)
 	if after := served("chat-2"); len(after) != 1 || after[0].RequestsTotal < before[0].RequestsTotal {
 		t.Errorf("after a reload, the kubelet still down: SLOs served %+v, want chat's, its requests at least %v", after, before[0].RequestsTotal)
+	}
+}
+
+// TestInfoSLOWindow: a tenant with a latency source is configured with
+// its SLO window (its own, else the file's default) in the snapshot's
+// tenants, whether or not its source is read here: under
+// SourcesWhereRunning a tenant without usage on this host has no SLO
+// status served, and what the tuner judges by the configuration alone
+// (a latency tenant that may have been here before the exporter
+// restarted) needs it there. A tenant without a source has none, and a
+// reload that drops an SLO and its source drops it.
+func TestInfoSLOWindow(t *testing.T) {
+	clock := gpu.NewManualClock(time.Unix(1000, 0))
+	app := &testutil.FakeApp{Body: map[string][]byte{"chat": fixture(t, "vllm-1.txt"), "search": fixture(t, "tgi-1.txt")}}
+	head := "defaults:\n  slo_window: 3m\ntenants:\n  - name: embed\n    class: batch\n    selectors: [{uid: 1002}]\n"
+	search := "  - name: search\n    class: latency\n    selectors: [{uid: 2000}]\n    latency_source: {url: \"sim://search\", preset: tgi}\n"
+	chat := "  - name: chat\n    class: latency\n    selectors: [{uid: 3000}]\n    slo: {quantile: 0.99, target: 1s, window: 10m}\n    latency_source: {url: \"sim://chat\", preset: vllm-e2e}\n"
+	b, file := fileBuilder(t, head+search+chat, BuilderOptions{Clock: clock, Latency: latency.NewPool(latency.Options{Clock: clock, AppMetrics: app}), SourcesWhereRunning: true})
+	windows := func() map[string]time.Duration {
+		r := sharedReadings(gpu.SharingTimeSlice, 1)
+		r.Time = clock.Now()
+		b.Build(r, gpu.SamplerStats{})
+		b.Refresh(context.Background())
+		s := b.Build(r, gpu.SamplerStats{})
+		if len(s.SLOs) != 0 {
+			t.Fatalf("SLOs %+v served for tenants without usage here", s.SLOs)
+		}
+		out := map[string]time.Duration{}
+		for _, in := range s.Tenants {
+			out[in.Name] = in.SLOWindow
+		}
+		return out
+	}
+	want := map[string]time.Duration{"embed": 0, "search": 3 * time.Minute, "chat": 10 * time.Minute}
+	if got := windows(); !maps.Equal(got, want) {
+		t.Errorf("SLO windows %v, want %v", got, want)
+	}
+	if err := os.WriteFile(file, []byte(head+search+chat[:strings.Index(chat, "    slo:")]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reload(""); err != nil {
+		t.Fatal(err)
+	}
+	want["chat"] = 0
+	if got := windows(); !maps.Equal(got, want) {
+		t.Errorf("after a reload that dropped chat's SLO and source: SLO windows %v, want %v", got, want)
 	}
 }

@@ -115,6 +115,13 @@ type Info struct {
 	ShareMin, ShareMax float64
 	// RestartCost is the tenant's restart_cost (0: not set).
 	RestartCost time.Duration
+	// SLOWindow is, for a tenant with a latency_source, the window its
+	// SLO status is judged over (its slo.window, else the file's
+	// defaults.slo_window); 0: no latency source. The tenant is
+	// configured with it whether or not its status is served yet: under
+	// BuilderOptions.SourcesWhereRunning a source is read, and its status
+	// served, only once the tenant has usage on this host.
+	SLOWindow time.Duration
 }
 
 // Workload is what runs one GPU process: a Kubernetes pod (when the

@@ -65,7 +65,7 @@ func (sc scene) state() *tuner.State {
 	now := t0.Add(time.Hour)
 	s := &tuner.State{Now: now, Snapshot: snapshot(now, []gpu.Device{d}, usage), Changes: map[string]tuner.Change{}, Pending: map[string]tuner.Fraction{},
 		Originals: map[string]tuner.Value{}, Fast: map[string]tuner.FastSLO{"chat": sc.fast}}
-	s.Snapshot.Tenants = []tenant.Info{{Name: "chat", Class: gpu.ClassLatency, Priority: 10, ShareMin: 0.3, ShareMax: 1}, {Name: "embed", Class: gpu.ClassBatch, Priority: 1, ShareMin: 0.1, ShareMax: 1, RestartCost: sc.restart}}
+	s.Snapshot.Tenants = []tenant.Info{{Name: "chat", Class: gpu.ClassLatency, Priority: 10, ShareMin: 0.3, ShareMax: 1, SLOWindow: tenant.DefaultSLOWindow}, {Name: "embed", Class: gpu.ClassBatch, Priority: 1, ShareMin: 0.1, ShareMax: 1, RestartCost: sc.restart}}
 	s.Snapshot.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: !sc.down, SourceRead: true, Measured: !sc.baseline, Quantile: 0.99, TargetSeconds: 1, GoodKnown: true, WindowRequests: 100,
 		Quantiles: map[float64]float64{0.5: sc.p99 / 3, 0.9: sc.p99 / 2, 0.99: sc.p99}}}}
 	if sc.idle {

@@ -24,9 +24,11 @@ import (
 // while what the tuner set is adopted from the journal. On a GPU where
 // the policy has seen no latency tenant since its start and the tuner
 // keeps an original of a setting it gives back when the last one leaves
-// (heldByTuner), every latency tenant whose SLO status is served may have
-// been there before the start: each is away until its SLO window has
-// passed since the policy's start, as if last seen then. (Being seen on
+// (heldByTuner), every latency tenant configured with an SLO may have
+// been there before the start, its SLO status served or not (where
+// sources are read only on the hosts their tenants run on, a tenant whose
+// process is missing after the restart has none): each is away until its
+// SLO window has passed since the policy's start, as if last seen then. (Being seen on
 // another GPU since says nothing: a tenant may run on several.) Where the
 // tuner keeps no such original, nothing is held, and a GPU without a
 // latency tenant is one as before.
@@ -96,13 +98,17 @@ func (l *latencySeen) away(s *tuner.State, uuid string, ds domainSignals) bool {
 	return away
 }
 
-// awaySinceStart says whether a latency tenant with an SLO status served
-// has had less than its SLO window since the policy's start.
+// awaySinceStart says whether a latency tenant configured with an SLO (a
+// latency source: tenant.Info.SLOWindow) has had less than its SLO window
+// since the policy's start. The configuration, not the SLO statuses
+// served, says which may have been there: under the exporter's default
+// --tenants.latency-sources=running, the status of a tenant without usage
+// on this host is not served, so after a restart one whose process is
+// missing has none until it is back. A tenant a reload left without an
+// SLO is not one.
 func (l *latencySeen) awaySinceStart(s *tuner.State) bool {
-	info := tuner.InfoByName(s.Snapshot)
-	for i := range s.Snapshot.SLOs {
-		st := &s.Snapshot.SLOs[i]
-		if info[st.Tenant].Class == gpu.ClassLatency && s.Now.Sub(l.start) < sloWindow(st) {
+	for _, t := range s.Snapshot.Tenants {
+		if t.Class == gpu.ClassLatency && t.SLOWindow > 0 && s.Now.Sub(l.start) < t.SLOWindow {
 			return true
 		}
 	}

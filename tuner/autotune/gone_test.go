@@ -1,6 +1,7 @@
 package autotune
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func TestSettingsGivenBackWithoutLatencyTenant(t *testing.T) {
 				if how == "chat left the GPU" {
 					s.Snapshot.Usage = s.Snapshot.Usage[1:]
 				} else {
-					s.Snapshot.SLOs = nil
+					s.Snapshot.SLOs, s.Snapshot.Tenants[0].SLOWindow = nil, 0
 				}
 				if tc.duty > 0 {
 					s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: true}
@@ -221,13 +222,16 @@ func TestMomentaryAbsenceHolds(t *testing.T) {
 // TestAwayAfterRestart: the exporter restarts; what the tuner set on the
 // GPU (and its originals) comes back from the journal, while the policy
 // starts with no memory of the latency tenants it saw. Its first sample
-// misses chat's process (its server restarting). Chat, whose SLO status is
-// served, may have been on the GPU before the start: it is away, and what
-// the tuner set holds until chat's SLO window has passed since the
-// policy's start; then it has left, and the settings go back. Before, the
-// first sample without chat gave everything back at once (an MPS cap a
-// restart of the client's, to be taken again when chat is back). A
-// reload that dropped chat's SLO still gives them back at once.
+// misses chat's process (its server restarting). Chat, configured with an
+// SLO, may have been on the GPU before the start, whether its SLO status
+// is served (every source read) or not (sources read where their tenants
+// run: chat has no usage on the host yet): it is away, and what the tuner
+// set holds until chat's SLO window has passed since the policy's start;
+// then it has left, and the settings go back. Before, the first sample
+// without chat gave everything back at once (an MPS cap a restart of the
+// client's, to be taken again when chat is back), and, until it judged by
+// the configuration, still did so wherever chat's status was not served.
+// A reload that dropped chat's SLO still gives them back at once.
 func TestAwayAfterRestart(t *testing.T) {
 	half := 0.5
 	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
@@ -275,38 +279,44 @@ func TestAwayAfterRestart(t *testing.T) {
 		{"chat's SLO dropped: the pause goes back at once", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, paused, 0, true,
 			"GPU-0/pause_duty/pid2=75%"},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			mk := func(at time.Duration) *tuner.State {
-				s := tc.sc.state()
-				s.Now = s.Now.Add(at)
-				s.Snapshot.Usage = s.Snapshot.Usage[1:]
-				d := &s.Snapshot.Readings.Devices[0]
-				d.Processes = d.Processes[1:]
-				s.Snapshot.SLOs[0].Window = tc.window
+	for _, served := range []bool{true, false} {
+		for _, tc := range tests {
+			t.Run(fmt.Sprintf("status served %v: %s", served, tc.name), func(t *testing.T) {
+				window := tc.window
+				if window == 0 {
+					window = tenant.DefaultSLOWindow
+				}
+				mk := func(at time.Duration) *tuner.State {
+					s := tc.sc.state()
+					s.Now = s.Now.Add(at)
+					s.Snapshot.Usage = s.Snapshot.Usage[1:]
+					d := &s.Snapshot.Readings.Devices[0]
+					d.Processes = d.Processes[1:]
+					s.Snapshot.SLOs[0].Window = tc.window
+					s.Snapshot.Tenants[0].SLOWindow = window // as configured
+					if tc.dropped {
+						s.Snapshot.Tenants[0].SLOWindow = 0
+					}
+					if tc.dropped || !served {
+						s.Snapshot.SLOs = nil
+					}
+					if tc.prep != nil {
+						tc.prep(s)
+					}
+					return s
+				}
 				if tc.dropped {
-					s.Snapshot.SLOs = nil
+					window = 0
 				}
-				if tc.prep != nil {
-					tc.prep(s)
+				p := New() // the restart: its first decision is the next
+				for at := time.Duration(0); at < window; at += 15 * time.Second {
+					for _, a := range p.Decide(mk(at)) {
+						t.Fatalf("%v after the start, chat not seen (its window %v): %s=%s restart=%v (%s)", at, window, a.Target, a.Want, a.Restart, a.Reason)
+					}
 				}
-				return s
-			}
-			window := tc.window
-			if window == 0 {
-				window = tenant.DefaultSLOWindow
-			}
-			if tc.dropped {
-				window = 0
-			}
-			p := New() // the restart: its first decision is the next
-			for at := time.Duration(0); at < window; at += 15 * time.Second {
-				for _, a := range p.Decide(mk(at)) {
-					t.Fatalf("%v after the start, chat not seen (its SLO status served, its window %v): %s=%s restart=%v (%s)", at, window, a.Target, a.Want, a.Restart, a.Reason)
-				}
-			}
-			checkActions(t, p.Decide(mk(window)), []string{tc.want}, "no latency tenant is left")
-		})
+				checkActions(t, p.Decide(mk(window)), []string{tc.want}, "no latency tenant is left")
+			})
+		}
 	}
 }
 
