@@ -57,18 +57,22 @@ var errWantedTooLarge = fmt.Errorf("parse: the source's families are larger than
 // names is nil) from a /metrics body in the given format: delimited
 // protobuf, or text for any other. See decodeExposition.
 func parseExposition(data []byte, format expfmt.Format, names []string) (map[string]*dto.MetricFamily, error) {
-	return decodeExposition(bytes.NewReader(data), int64(len(data)), format, names)
+	return decodeExposition(bytes.NewReader(data), int64(len(data)), format, names, nil)
 }
 
 // decodeExposition decodes the families named in names (all of them when
 // names is nil) from a /metrics body of at most size bytes, read as a
-// stream: the body is never held whole. Text is filtered line by line
+// stream: the body is never held whole. Of the families named, only the
+// series the matchers pick are decoded, counted against maxSeries (all
+// of them without matchers): a family none of whose series match is
+// decoded empty, or with one series of its own (text), whom extract's
+// matchers pass over; process_start_time_seconds is decoded whole. Text is filtered line by line
 // before the parser sees it, so only the wanted families' lines are
 // decoded; protobuf is read one delimited message at a time, each length
 // prefix checked against what size leaves before anything is allocated for
 // it. Memory thus stays within the largest single message (protobuf) or a
 // read buffer (text), plus the wanted families decoded.
-func decodeExposition(r io.Reader, size int64, format expfmt.Format, names []string) (map[string]*dto.MetricFamily, error) {
+func decodeExposition(r io.Reader, size int64, format expfmt.Format, names []string, matchers map[string]string) (map[string]*dto.MetricFamily, error) {
 	var want map[string]bool
 	if names != nil {
 		want = map[string]bool{}
@@ -76,14 +80,18 @@ func decodeExposition(r io.Reader, size int64, format expfmt.Format, names []str
 			want[n] = true
 		}
 	}
-	if format != "" && format.FormatType() == expfmt.TypeProtoDelim {
-		return decodeProtoDelim(r, size, want)
+	m := newSeriesMatch(matchers)
+	if want == nil {
+		m = nil // all of every family
 	}
-	return decodeText(r, want)
+	if format != "" && format.FormatType() == expfmt.TypeProtoDelim {
+		return decodeProtoDelim(r, size, want, m)
+	}
+	return decodeText(r, want, m)
 }
 
 // decodeProtoDelim decodes varint-length-delimited MetricFamily messages.
-func decodeProtoDelim(r io.Reader, size int64, want map[string]bool) (map[string]*dto.MetricFamily, error) {
+func decodeProtoDelim(r io.Reader, size int64, want map[string]bool, match *seriesMatch) (map[string]*dto.MetricFamily, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	out := map[string]*dto.MetricFamily{}
 	budget := maxElements
@@ -139,17 +147,14 @@ func decodeProtoDelim(r io.Reader, size int64, want map[string]bool) (map[string
 		if want != nil && !want[name] {
 			continue
 		}
-		if wanted += int64(len(msg)); want != nil && wanted > maxWantedBytes {
-			if series.over() {
-				return nil, series.err(false)
-			}
-			return nil, errWantedTooLarge
-		}
 		if want != nil {
-			series.protoFamily(name, msg, want)
+			msg = series.protoFamily(name, msg, want, match) // the matching series
 		}
 		if series.over() {
 			continue // counted on, decoded no more
+		}
+		if wanted += int64(len(msg)); want != nil && wanted > maxWantedBytes {
+			return nil, errWantedTooLarge
 		}
 		if err := countFields(msg, desc, &budget, 0); err != nil {
 			return nil, fmt.Errorf("parse: family %s: %w", clip.Text(name, maxQuoted), err)
@@ -236,11 +241,11 @@ func countFields(msg []byte, md protoreflect.MessageDescriptor, budget *int, dep
 // HELP and TYPE lines), at most maxTextLines of them; of
 // process_start_time_seconds its first block alone, the family dropped
 // where a second comes (textFilter.startTwice).
-func decodeText(r io.Reader, want map[string]bool) (map[string]*dto.MetricFamily, error) {
+func decodeText(r io.Reader, want map[string]bool, match *seriesMatch) (map[string]*dto.MetricFamily, error) {
 	in := r
 	var tf *textFilter
 	if want != nil {
-		tf = &textFilter{br: bufio.NewReaderSize(r, 64<<10), want: want}
+		tf = &textFilter{br: bufio.NewReaderSize(r, 64<<10), want: want, match: match}
 		in = tf
 	}
 	dec := expfmt.NewDecoder(in, expfmt.NewFormat(expfmt.TypeTextPlain))
@@ -306,6 +311,15 @@ type textFilter struct {
 	lineSeries lineSeries
 	counting   bool
 	over       bool
+	// match checks a sample line against the source's matchers (nil: all
+	// match), on the line's first piece: a line that does not match is
+	// neither passed on nor counted, but the first of each name
+	// (witnessed), so that its family is decoded though none of its
+	// series match, as it would be whole (extract tells a family absent
+	// from one without the tenant's series). At most one line for each
+	// name the source reads.
+	match     *seriesMatch
+	witnessed map[string]bool
 
 	// The current line, read in pieces: its number in the body, and,
 	// for a sample line passed on, its label pairs so far (each an '='
@@ -334,6 +348,13 @@ func (f *textFilter) Read(p []byte) (int, error) {
 				if f.sample {
 					f.name = append(f.name[:0], lineName(t)...)
 					f.countSeries(t)
+					f.lineSeries.feed(piece)
+					ended := piece[len(piece)-1] == '\n' || err != nil && !errors.Is(err, bufio.ErrBufferFull)
+					if !f.lineSeries.matches(ended) {
+						f.counting = false
+						f.keep = f.witness()
+						f.sample = f.keep
+					}
 				}
 				if f.over { // past maxSeries: counted, no longer passed on
 					f.keep, f.sample = false, false
@@ -351,8 +372,8 @@ func (f *textFilter) Read(p []byte) (int, error) {
 					f.shifts = append(f.shifts, lineShift{from: f.lines, by: by})
 				}
 			}
-			if f.counting {
-				f.lineSeries.feed(piece)
+			if f.counting && f.inLine {
+				f.lineSeries.feed(piece) // the first piece was fed above
 			}
 			if f.keep {
 				if f.bytes += len(piece); f.bytes > maxWantedBytes {
@@ -400,12 +421,28 @@ func (f *textFilter) Read(p []byte) (int, error) {
 // countSeries begins reading the series of the sample line t of a family
 // the source reads.
 func (f *textFilter) countSeries(t []byte) {
-	base := ""
+	base, m := "", f.match
 	if t[0] != '{' {
 		base = familyBase(string(lineName(t)), f.want)
 	}
-	f.lineSeries.reset(base)
+	if t[0] == '{' || base == startTimeMetric {
+		m = nil // a quoted name's family unread here; the start time whole
+	}
+	f.lineSeries.reset(base, m)
 	f.counting = true
+}
+
+// witness says whether the current line, which does not match, is passed
+// on all the same: the first of its name.
+func (f *textFilter) witness() bool {
+	if f.witnessed[string(f.name)] {
+		return false
+	}
+	if f.witnessed == nil {
+		f.witnessed = map[string]bool{}
+	}
+	f.witnessed[string(f.name)] = true
+	return true
 }
 
 // seriesCounted counts the series of the line just read, if it was read

@@ -1,9 +1,11 @@
 package latency
 
 import (
+	"bytes"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,6 +51,14 @@ func FuzzLatencyExposition(f *testing.F) {
 				h, err := extract(src, fams)
 				if err != nil {
 					continue
+				}
+				// decoded as a scrape does, the matchers' series alone: the same
+				picked, err := decodeExposition(bytes.NewReader(data), int64(len(data)), expfmt.FmtText, families(src), src.Matchers)
+				if err != nil {
+					t.Fatalf("the matching series refused, the whole page read: %v", err)
+				}
+				if hp, err := extract(src, picked); err != nil || !reflect.DeepEqual(hp, h) {
+					t.Fatalf("the matching series read %+v, %v; the whole page %+v", hp, err, h)
 				}
 				for j := range h.bounds {
 					if math.IsNaN(h.cum[j]) || (j > 0 && (h.bounds[j] <= h.bounds[j-1] || h.cum[j] < h.cum[j-1])) || h.cum[j] > h.count {

@@ -81,7 +81,7 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 		if w.over {
 			return nil, fmt.Errorf("%s: exposition larger than max_bytes %d", name, src.MaxBytes)
 		}
-		fams, err := parseExposition(w.buf.Bytes(), expfmt.NewFormat(expfmt.TypeTextPlain), families(src))
+		fams, err := decodeExposition(bytes.NewReader(w.buf.Bytes()), int64(w.buf.Len()), expfmt.NewFormat(expfmt.TypeTextPlain), families(src), src.Matchers)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -114,7 +114,7 @@ func (sc *scraper) fetch(ctx context.Context, src *Source) (map[string]*dto.Metr
 	// The body (after any gzip decoding the transport does) is decoded as
 	// it is read, up to max_bytes and one byte more, never further.
 	body := &stickyReader{r: fileread.Limit(resp.Body, src.MaxBytes, "response")}
-	fams, err := decodeExposition(body, src.MaxBytes, expfmt.ResponseFormat(resp.Header), families(src))
+	fams, err := decodeExposition(body, src.MaxBytes, expfmt.ResponseFormat(resp.Header), families(src), src.Matchers)
 	switch {
 	case errors.Is(body.err, fileread.ErrTooLarge):
 		return nil, fmt.Errorf("%s: response larger than max_bytes %d; stopped reading there", name, src.MaxBytes)

@@ -10,18 +10,23 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// maxSeries bounds the distinct series of the families a source reads,
-// counted as they are decoded (before matchers pick among them): what a
-// scrape and its tracker cost follows the series, each a few hundred bytes
-// decoded and kept until the next delta, whatever the page's bytes (49,990
-// series of one bucket, 2.4 MiB of text under the default max_bytes, cost
-// 74 MiB at the peak of a scrape and 11 MiB kept). A real page has tens to
-// hundreds: a model's histogram is one series, Triton's counters a few per
-// model and version. A source over it fails its scrape and changes nothing.
+// maxSeries bounds the distinct series of the families a source reads
+// that its matchers pick (all of them without matchers), counted as they
+// are decoded: what a scrape and its tracker cost follows the series kept,
+// each a few hundred bytes decoded and kept until the next delta, whatever
+// the page's bytes (49,990 series of one bucket, 2.4 MiB of text under the
+// default max_bytes, cost 74 MiB at the peak of a scrape and 11 MiB kept).
+// The series the matchers pass over are neither counted nor kept: each is
+// read once as it streams past and dropped (the text filter passes on
+// none of its lines, the protobuf decoder cuts it out of its message), so
+// a tenant of one model on a server shared by thousands reads its own. A
+// real source has tens to hundreds: a model's histogram is one series,
+// Triton's counters a few per model and version. A source over it fails
+// its scrape and changes nothing.
 const maxSeries = 4096
 
 // errTooManySeries is the error of a source over maxSeries.
-var errTooManySeries = errors.New("series in the source's families")
+var errTooManySeries = errors.New("series matching the source in its families")
 
 // seriesSeed keys the series' hashes: one a process, so that no page can
 // choose label sets whose hashes collide to pass as fewer series.
@@ -78,39 +83,74 @@ func familyBase(name string, want map[string]bool) string {
 	return name
 }
 
-// protoFamily counts the series of a MetricFamily message named name,
-// whose wire format countFields has checked: each metric (field 4), by its
-// label pairs (field 1 of a metric: name 1, value 2).
-func (s *seriesSet) protoFamily(name string, msg []byte, want map[string]bool) {
+// protoFamily counts the series of a MetricFamily message named name
+// that match (m nil: all of them; the start time's, all of them) and
+// cuts the others out of msg, in place: it returns msg less the metrics
+// (field 4) that do not match, each metric read by its label pairs (field
+// 1 of a metric: name 1, value 2). What is left is checked and decoded
+// as the whole message was (countFields: a broken field is its error).
+func (s *seriesSet) protoFamily(name string, msg []byte, want map[string]bool, m *seriesMatch) []byte {
 	base := familyBase(name, want)
-	eachField(msg, func(num protowire.Number, v []byte) {
-		if num != 4 {
+	if base == startTimeMetric {
+		m = nil
+	}
+	out := msg[:0]
+	for rest := msg; len(rest) > 0; {
+		num, typ, n := protowire.ConsumeTag(rest)
+		if n < 0 {
+			return append(out, rest...)
+		}
+		size := protowire.ConsumeFieldValue(num, typ, rest[n:])
+		if size < 0 {
+			return append(out, rest...)
+		}
+		field := rest[:n+size]
+		rest = rest[n+size:]
+		if num != 4 || typ != protowire.BytesType {
+			out = append(out, field...) // never past rest: a copy down
+			continue
+		}
+		v, _ := protowire.ConsumeBytes(field[n:])
+		key, ok := protoSeries(base, v, m)
+		if !ok {
+			continue
+		}
+		s.add(key)
+		out = append(out, field...)
+	}
+	return out
+}
+
+// protoSeries is the series of a metric message of the family base, and
+// whether it matches m.
+func protoSeries(base string, metric []byte, m *seriesMatch) (uint64, bool) {
+	var h maphash.Hash
+	h.SetSeed(seriesSeed)
+	h.WriteString(base)
+	h.WriteByte(0)
+	m.begin()
+	eachField(metric, func(num protowire.Number, pair []byte) {
+		if num != 1 {
 			return
 		}
-		var h maphash.Hash
-		h.SetSeed(seriesSeed)
-		h.WriteString(base)
-		h.WriteByte(0)
-		eachField(v, func(num protowire.Number, pair []byte) {
-			if num != 1 {
-				return
+		var lname, lvalue []byte
+		eachField(pair, func(num protowire.Number, b []byte) {
+			switch num {
+			case 1:
+				lname = b
+			case 2:
+				lvalue = b
 			}
-			var lname, lvalue []byte
-			eachField(pair, func(num protowire.Number, b []byte) {
-				switch num {
-				case 1:
-					lname = b
-				case 2:
-					lvalue = b
-				}
-			})
-			if ln := string(lname); ln == "le" || ln == "quantile" {
-				return
-			}
-			writeToken(&h, lname, lvalue)
 		})
-		s.add(h.Sum64())
+		if i := m.label(lname); i >= 0 {
+			m.equal[i] = string(lvalue) == m.values[i]
+		}
+		if ln := string(lname); ln == "le" || ln == "quantile" {
+			return
+		}
+		writeToken(&h, lname, lvalue)
 	})
+	return h.Sum64(), m.matched()
 }
 
 // writeToken adds one label pair to a series' hash.
@@ -153,26 +193,32 @@ func eachField(msg []byte, f func(protowire.Number, []byte)) {
 // lineSeries hashes the series of one text sample line, read in pieces:
 // the family's name, then each label pair between the braces but le and
 // quantile (a quoted metric name inside them, {"name",...}, is hashed as
-// a pair of its own).
+// a pair of its own); and checks the pairs against the source's matchers.
 type lineSeries struct {
 	line, tok maphash.Hash
-	phase     int // 0: before '{'; 1: between the braces; 2: after '}'
+	match     *seriesMatch // nil: the line matches
+	phase     int          // 0: before '{'; 1: between the braces; 2: after '}'
 	quoted    bool
 	escaped   bool
-	inValue   bool     // past the current pair's '='
-	name      [10]byte // the first bytes of the pair's name
+	inValue   bool   // past the current pair's '='
+	name      []byte // the first bytes of the pair's name, at most nameMax
 	nameLen   int
 	skip      bool // the pair is le or quantile
 	empty     bool // nothing of the pair hashed yet
+	// label is the matcher whose label the pair is (-1: none), value the
+	// bytes of its value read and equal to the matcher's (-1: unequal).
+	label, value int
 }
 
 // reset begins a line of the family base ("" where the line begins with
-// its braces).
-func (l *lineSeries) reset(base string) {
+// its braces), checked against m (nil: not checked).
+func (l *lineSeries) reset(base string, m *seriesMatch) {
 	l.line.SetSeed(seriesSeed)
 	l.tok.SetSeed(seriesSeed)
 	l.line.WriteString(base)
 	l.line.WriteByte(0)
+	l.match = m
+	m.begin()
 	l.phase, l.quoted, l.escaped = 0, false, false
 	l.startPair()
 }
@@ -180,6 +226,8 @@ func (l *lineSeries) reset(base string) {
 func (l *lineSeries) startPair() {
 	l.tok.Reset()
 	l.inValue, l.nameLen, l.skip, l.empty = false, 0, false, true
+	l.name = l.name[:0]
+	l.label = -1
 }
 
 // endPair adds the current pair, unless it is le or quantile.
@@ -189,12 +237,25 @@ func (l *lineSeries) endPair() {
 		binary.LittleEndian.PutUint64(n[:], l.tok.Sum64())
 		l.line.Write(n[:])
 	}
+	if l.label >= 0 {
+		l.match.equal[l.label] = l.value == len(l.match.tokens[l.label])
+	}
 	l.startPair()
+}
+
+// nameMax is how much of a pair's name is kept: enough for "quantile"
+// and for the matchers' names.
+func (l *lineSeries) nameMax() int {
+	if l.match != nil {
+		return max(len(`"quantile"`), l.match.maxName)
+	}
+	return len(`"quantile"`)
 }
 
 // feed reads the next piece of the line.
 func (l *lineSeries) feed(piece []byte) {
 	for _, c := range piece {
+		sep := false
 		switch {
 		case l.phase == 0:
 			if c == '{' {
@@ -212,10 +273,9 @@ func (l *lineSeries) feed(piece []byte) {
 			l.quoted = true
 		case c == ' ' || c == '\t':
 			continue
-		case c == '=':
-			l.inValue = true
-			n := string(l.name[:min(l.nameLen, len(l.name))])
-			l.skip = l.nameLen <= len(l.name) && (n == "le" || n == `"le"` || n == "quantile" || n == `"quantile"`)
+		case c == '=' && !l.inValue:
+			l.inValue, sep = true, true
+			l.pairNamed()
 		case c == ',' || c == '}':
 			l.endPair()
 			if c == '}' {
@@ -223,21 +283,64 @@ func (l *lineSeries) feed(piece []byte) {
 			}
 			continue
 		}
-		if !l.inValue {
-			if l.nameLen < len(l.name) {
-				l.name[l.nameLen] = c
+		switch {
+		case !l.inValue:
+			if len(l.name) < l.nameMax() {
+				l.name = append(l.name, c)
 			}
 			l.nameLen++
+		case sep:
+		case l.label >= 0 && l.value >= 0:
+			if tok := l.match.tokens[l.label]; l.value < len(tok) && tok[l.value] == c {
+				l.value++
+			} else {
+				l.value = -1
+			}
 		}
 		l.tok.WriteByte(c)
 		l.empty = false
 	}
 }
 
+// pairNamed reads the pair's name, its '=' met: le or quantile, or a
+// matcher's label.
+func (l *lineSeries) pairNamed() {
+	if l.nameLen > len(l.name) {
+		return // longer than any of them
+	}
+	n := string(l.name)
+	l.skip = n == "le" || n == `"le"` || n == "quantile" || n == `"quantile"`
+	if len(n) >= 2 && n[0] == '"' && n[len(n)-1] == '"' {
+		n = n[1 : len(n)-1]
+	}
+	l.label, l.value = l.match.label([]byte(n)), 0
+}
+
+// end ends the line where it is cut short inside its braces: the pair
+// read so far is its last.
+func (l *lineSeries) end() {
+	if l.phase == 1 {
+		l.endPair()
+		l.phase = 2
+	}
+}
+
+// decided says whether the line's match is known from what was read:
+// its braces closed, or the line ended (ended). A line's first piece
+// (64 KiB) may not hold its labels whole: undecided, it is taken as
+// matching (counted and kept).
+func (l *lineSeries) matches(ended bool) bool {
+	if ended {
+		l.end()
+	}
+	if l.match == nil || l.phase != 2 && !ended {
+		return true
+	}
+	return l.match.matched()
+}
+
 // sum is the line's series, once the line is read.
 func (l *lineSeries) sum() uint64 {
-	if l.phase == 1 {
-		l.endPair() // a line cut short: what it held
-	}
+	l.end()
 	return l.line.Sum64()
 }

@@ -62,8 +62,8 @@ func TestSeriesCap(t *testing.T) {
 		want    string // "" accepted; else in the error
 	}{
 		{"histogram at the cap", manySeries(maxSeries, 3, 10), false, ""},
-		{"histogram one over", manySeries(maxSeries+1, 1, 10), false, "4097 series in the source's families; a source may have at most 4096"},
-		{"histogram far over", manySeries(49_990, 1, 10), false, "49990 series in the source's families; a source may have at most 4096"},
+		{"histogram one over", manySeries(maxSeries+1, 1, 10), false, "4097 series matching the source in its families; a source may have at most 4096"},
+		{"histogram far over", manySeries(49_990, 1, 10), false, "49990 series matching the source in its families; a source may have at most 4096"},
 		{"series' lines apart, at the cap", reordered(maxSeries), false, ""},
 		{"untyped at the cap", untyped(maxSeries), false, ""},
 		{"untyped one over", untyped(maxSeries + 1), false, "4097 series"},
@@ -84,7 +84,7 @@ func TestSeriesCap(t *testing.T) {
 					// quantiles are no labels in protobuf: nothing more to see
 					t.Skip()
 				}
-				fams, err := decodeExposition(bytes.NewReader(body), int64(len(body)), contentFormat(proto), families(&Source{Metric: "m"}))
+				fams, err := decodeExposition(bytes.NewReader(body), int64(len(body)), contentFormat(proto), families(&Source{Metric: "m"}), nil)
 				if tc.want == "" {
 					if err != nil {
 						t.Fatalf("refused: %v", err)
@@ -162,7 +162,7 @@ func TestSeriesCapChangesNothing(t *testing.T) {
 			serve(manySeries(maxSeries+1, 1, 7))
 			p.Refresh(ctx)
 			st, _ := p.Status("chat")
-			if st.SourceUp || st.Measured || st.RequestsTotal != 0 || !strings.Contains(st.LastError, "4097 series in the source's families; a source may have at most 4096") {
+			if st.SourceUp || st.Measured || st.RequestsTotal != 0 || !strings.Contains(st.LastError, "4097 series matching the source in its families; a source may have at most 4096") {
 				t.Fatalf("over the cap: %+v", st)
 			}
 			if l := logs.String(); !strings.Contains(l, "tenant=chat") || !strings.Contains(l, "4097 series") {
@@ -182,7 +182,7 @@ func TestSeriesCapChangesNothing(t *testing.T) {
 func TestLineSeries(t *testing.T) {
 	hash := func(base string, pieces ...string) uint64 {
 		var l lineSeries
-		l.reset(base)
+		l.reset(base, nil)
 		for _, p := range pieces {
 			l.feed([]byte(p))
 		}
