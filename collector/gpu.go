@@ -179,7 +179,7 @@ func (c *gpuCollector) device(e *emitter, r *gpu.Readings, d *gpu.Device) {
 	if d.ContextSwitchCyclesTotal != nil {
 		e.counter(c.ctxSwitchCycles, float64(*d.ContextSwitchCyclesTotal), g, u)
 	}
-	if !d.ProcessesUnread {
+	if d.ListsRead() { // an MPS GPU's compute list alone holds its server, not its clients
 		e.gauge(c.processes, float64(len(d.Processes)), g, u)
 	}
 	e.optBool(c.eccEnabled, d.ECCEnabled, g, u)

@@ -250,7 +250,7 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	g.IdleEnergyJoules += idle
 	g.UnsampledEnergyJoules += unsampled
 	g.IdleCosts = addCost(g.IdleCosts, prices, sec*max(0, 1-held), idle)
-	if _, read := m.prevEnergy[d.UUID]; read && reading == nil && sec > 0 {
+	if _, read := m.prevEnergy[d.UUID]; read && reading.e == nil && sec > 0 {
 		// read without its counter: owed its part of the next increase
 		if o == nil {
 			o = &owedEnergy{tenants: map[string]float64{}}
@@ -278,7 +278,7 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	if owed > 0 {
 		m.payOwed(prices, d, g, o, owed)
 	}
-	if reading != nil {
+	if reading.e != nil {
 		delete(m.owed, d.UUID)
 	}
 	for i, u := range usage {
@@ -367,6 +367,37 @@ func (m *meterState) payOwed(prices *Prices, d *gpu.Device, g *GPUMeter, o *owed
 // 1200 W).
 const maxDrawWatts = 2000
 
+// Bounds on a change of a GPU's energy counter, for telling the counter
+// from a glitch taken as it (a backend that took a repeated glitch for a
+// new level, or whose first reading was one): more than the GPU can have
+// drawn since the previous reading.
+const (
+	// jumpMaxWatts bounds any GPU's draw where its power limit is not
+	// read: several times a GB200's 1200 W. Where it is, twice the limit
+	// (a GPU draws above it for moments only), at most this.
+	jumpMaxWatts = 10_000
+	// jumpSlack is time added to the time between two readings: a copy of
+	// the counter (dcgm-exporter's) may be its collect interval old (30 s
+	// by default), and a sample reads it later than its time.
+	jumpSlack = 5 * time.Minute
+)
+
+// jumpWatts is what d can draw at most, for bounding its counter's increase.
+func jumpWatts(d *gpu.Device) float64 {
+	if l := d.PowerLimitW; l != nil && *l > 0 {
+		return min(2**l, jumpMaxWatts)
+	}
+	return jumpMaxWatts
+}
+
+// energyReading is d's energy counter read at at as the meter takes it.
+type energyReading struct {
+	e *float64 // nil: the sample is one read without the counter
+	// rebase: the counter is where the previous reading cannot have led
+	// to; the increase is not known, the next is counted from e.
+	rebase bool
+}
+
 // counter is d's energy counter read at at as the meter takes it: nil
 // without one, and where it went back by more than a driver reload
 // explains. A reload restarts the counter at 0, so that its new value is
@@ -375,37 +406,54 @@ const maxDrawWatts = 2000
 // reading is a copy read before it (dcgm-exporter's page, up to its
 // collect interval old), no reading of the counter now: the sample is one
 // read without it, and the previous reading stays the one the next
-// increase is counted from.
-func (m *meterState) counter(d *gpu.Device, at time.Time) *float64 {
+// increase is counted from. A counter that far from the previous reading
+// (jumpWatts over the time between and jumpSlack), or ahead of it by more
+// than that, follows from no reading: one of the two is a glitch (the
+// first reading, or a glitch a backend took for the counter at a new
+// level), and the difference is no energy the GPU drew; it meters nothing
+// and the next increase is counted from it (rebase).
+func (m *meterState) counter(d *gpu.Device, at time.Time) energyReading {
 	e := d.EnergyJoules
 	if e == nil {
-		return nil
+		return energyReading{}
 	}
-	if prev, ok := m.prevEnergy[d.UUID]; ok && *e < prev && *e > maxDrawWatts*at.Sub(m.prevEnergyAt[d.UUID]).Seconds() {
-		return nil
+	prev, ok := m.prevEnergy[d.UUID]
+	if !ok {
+		return energyReading{e: e}
 	}
-	return e
+	span := at.Sub(m.prevEnergyAt[d.UUID])
+	most := jumpWatts(d) * (span + jumpSlack).Seconds()
+	switch {
+	case *e < prev && *e <= maxDrawWatts*span.Seconds():
+		return energyReading{e: e} // a reload
+	case *e < prev && prev-*e <= most:
+		return energyReading{} // a copy read late
+	case *e < prev, *e-prev > most:
+		return energyReading{e: e, rebase: true}
+	}
+	return energyReading{e: e}
 }
 
 // energyDelta is the increase of GPU uuid's energy counter since its
-// previous reading, e (as counter takes it) read at at: 0 on the first
-// reading and without a counter; after a counter reset (a driver reload),
-// the new value. Where that reading is older than the sample's interval of
-// sec seconds, the increase is split by time, at the GPU's average power
-// over it: metered is the interval's part, for the sample's shares; owed
-// the part of the samples that read the GPU without its counter since (o,
-// nil if none), for theirs; unsampled the rest, the time the GPU was not
-// read (lost), which no sample's activity or reservation covers.
-func (m *meterState) energyDelta(uuid string, e *float64, at time.Time, sec float64, o *owedEnergy) (metered, owed, unsampled float64) {
-	if e == nil {
+// previous reading, c (as counter takes it) read at at: 0 on the first
+// reading, without a counter and on a rebase; after a counter reset (a
+// driver reload), the new value. Where that reading is older than the
+// sample's interval of sec seconds, the increase is split by time, at the
+// GPU's average power over it: metered is the interval's part, for the
+// sample's shares; owed the part of the samples that read the GPU without
+// its counter since (o, nil if none), for theirs; unsampled the rest, the
+// time the GPU was not read (lost), which no sample's activity or
+// reservation covers.
+func (m *meterState) energyDelta(uuid string, c energyReading, at time.Time, sec float64, o *owedEnergy) (metered, owed, unsampled float64) {
+	if c.e == nil {
 		return 0, 0, 0
 	}
-	cur := *e
+	cur := *c.e
 	prev, ok := m.prevEnergy[uuid]
 	prevAt := m.prevEnergyAt[uuid]
 	m.prevEnergy[uuid], m.prevEnergyAt[uuid] = cur, at
 	switch {
-	case !ok:
+	case !ok, c.rebase:
 		return 0, 0, 0
 	case cur < prev:
 		metered = cur

@@ -163,3 +163,56 @@ func TestGPMAllocHostMemoryShort(t *testing.T) {
 		t.Errorf("%d log lines of the failed allocation, want one per GPU (%d)", n, len(f.devs))
 	}
 }
+
+// A GPU whose every figure fails with UNKNOWN while its UUID (and its
+// modes) answer, as a library answering them from what it holds would,
+// stayed up with every series absent, VGPUDeviceDown never firing: it is
+// down, the error naming the calls, and up again once they answer. One
+// figure read, or the figures refused with codes that say why, keep it up.
+func TestEveryFigureUnknownIsDown(t *testing.T) {
+	figures := []string{"GetMemoryInfo", "GetMemoryInfo_v2", "GetClockInfo", "GetPowerUsage", "GetTemperature", "GetUtilizationRates", "GetTotalEnergyConsumption"}
+	for _, tc := range []struct {
+		name  string
+		ret   nvml.Return
+		spare string // a figure's call left answering
+		up    bool
+	}{
+		{"every figure unknown", nvml.ERROR_UNKNOWN, "", false},
+		{"temperature answers", nvml.ERROR_UNKNOWN, "GetTemperature", true},
+		{"every figure not supported", nvml.ERROR_NOT_SUPPORTED, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			const bad = 2
+			b := f.backend()
+			sample(t, b)
+			for _, c := range figures {
+				if c != tc.spare {
+					f.fail(bad, c, tc.ret)
+				}
+			}
+			f.clock.Advance(time.Second)
+			d := sample(t, b).Devices[bad]
+			if d.Up != tc.up {
+				t.Fatalf("up=%v, want %v (err %q)", d.Up, tc.up, d.Err)
+			}
+			if !tc.up {
+				for _, s := range []string{"nvmlDeviceGetMemoryInfo", "does not tell"} {
+					if !strings.Contains(d.Err, s) {
+						t.Errorf("err %q lacks %q", d.Err, s)
+					}
+				}
+			}
+			if o := sample(t, b).Devices[0]; !o.Up {
+				t.Errorf("GPU 0 down: %q", o.Err)
+			}
+			for _, c := range figures {
+				f.fail(bad, c, nvml.SUCCESS)
+			}
+			f.clock.Advance(backoffBase + time.Second)
+			if d := sample(t, b).Devices[bad]; !d.Up || d.TemperatureC == nil {
+				t.Errorf("after the figures answer again: up=%v temperature %v (err %q)", d.Up, d.TemperatureC, d.Err)
+			}
+		})
+	}
+}

@@ -20,6 +20,9 @@ type devReader struct {
 	now   time.Time // of the sample
 	// asked: whether the GPU answers was asked this sample (alive)
 	asked bool
+	// unknown are the calls that failed this sample with a code that does
+	// not tell (UNKNOWN), the GPU's UUID answering (dead)
+	unknown []string
 	// migHandles are the MIG device handles, in MIG mode: one per compute
 	// instance (a GPU instance may hold several).
 	migHandles []migHandle
@@ -51,6 +54,7 @@ func (rd *devReader) ok(call string, r nvml.Return) bool {
 		if !rd.alive(call, r) {
 			return false
 		}
+		rd.unknown = append(rd.unknown, call)
 		rd.b.warnOnce(rd.ds.uuid+"/"+call+"/"+returnName(r), "msg", "reading failed on a GPU that answers; left out",
 			"gpu", rd.ds.index, "uuid", rd.ds.uuid, "call", call, "reason", returnName(r))
 		return false
@@ -75,6 +79,27 @@ func (rd *devReader) alive(call string, r nvml.Return) bool {
 		return false
 	}
 	return true
+}
+
+// maxNamed is how many failed calls an error names.
+const maxNamed = 4
+
+// dead marks d's GPU down where none of the figures a GPU answers with
+// whenever it works (memory, SM clock, power, temperature, utilization,
+// energy) was read, and a call failed with a code that does not tell
+// (UNKNOWN): its UUID, and its modes, may answer from what the driver
+// holds, and a GPU wedged so would stay up with every figure absent. The
+// error names the calls.
+func (rd *devReader) dead(d *gpu.Device) {
+	if rd.fatal != nil || len(rd.unknown) == 0 || d.MemoryTotalBytes > 0 || d.SMClockHz != nil || d.PowerWatts != nil ||
+		d.TemperatureC != nil || d.GPUUtil != nil || d.EnergyJoules != nil {
+		return
+	}
+	named := strings.Join(rd.unknown[:min(len(rd.unknown), maxNamed)], ", ")
+	if more := len(rd.unknown) - maxNamed; more > 0 {
+		named += fmt.Sprintf(" and %d more", more)
+	}
+	rd.fatal = fmt.Errorf("none of memory, clocks, power, temperature, utilization or energy read: %s failed with a code that does not tell, the GPU's UUID answering", named)
 }
 
 // skip logs once that a call is skipped because the driver lacks it.
@@ -112,6 +137,7 @@ func (rd *devReader) read(d *gpu.Device, now time.Time) {
 		func() { rd.readProcesses(d) },
 		func() { rd.readVGPU(d, now) },
 	)
+	rd.dead(d)
 	d.Mode = sharingMode(d)
 }
 
