@@ -431,8 +431,10 @@ func delta(prev, cur histo) histo {
 		d.bounds = append(d.bounds, le)
 		d.cum = append(d.cum, cur.cum[i]-p)
 	}
-	if !cur.mean && len(d.bounds) == 0 {
+	if !cur.mean && len(d.bounds) == 0 && (len(cur.bounds) > 0 || len(prev.bounds) > 0) {
 		// no bound in common: the layout changed, as after a restart
+		// (a series without a bucket, now and before, keeps its layout:
+		// none)
 		return cur
 	}
 	// cumulative deltas can only stay cumulative if non-decreasing; a
