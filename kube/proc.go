@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/cgroupfile"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/procread"
 )
 
 // ProcReader reads process facts (cgroup, command name, user) from a
@@ -112,31 +112,11 @@ func (p ProcReader) StartTime(pid uint32) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	start, ok := StartTime(data)
+	start, ok := procread.StartTime(data)
 	if !ok {
 		return "", fmt.Errorf("%s/%d/stat: no start time", p.root, pid)
 	}
 	return start, nil
-}
-
-// StartTime returns the start time (field 22, clock ticks after boot) of
-// a /proc/PID/stat line; false where the line is not one. The command
-// name (field 2) is in parentheses and may hold spaces and parentheses of
-// its own: the fields are counted after the last ')'.
-func StartTime(stat []byte) (string, bool) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return "", false
-	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 20 { // state (3) ... starttime (22)
-		return "", false
-	}
-	s := f[19]
-	if _, err := strconv.ParseUint(s, 10, 64); err != nil {
-		return "", false
-	}
-	return s, true
 }
 
 // BootID returns the host's boot ID (/proc/sys/kernel/random/boot_id

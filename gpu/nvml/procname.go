@@ -154,7 +154,7 @@ func (n *procNames) name(pid uint32) string {
 	if err != nil {
 		return ""
 	}
-	start, ok := statStart(stat)
+	start, ok := procread.StartTime(stat)
 	if !ok {
 		return ""
 	}
@@ -205,22 +205,4 @@ func firstWord(cmdline []byte) string {
 		cmdline = cmdline[:maxProcName]
 	}
 	return string(cmdline)
-}
-
-// statStart is the start time of a process, field 22 of its
-// /proc/PID/stat (after the command name, which may hold spaces and
-// parentheses, up to the last ')').
-func statStart(stat []byte) (string, bool) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return "", false
-	}
-	f := bytes.Fields(stat[i+1:])
-	if len(f) < 20 { // state (3) ... starttime (22)
-		return "", false
-	}
-	if _, err := strconv.ParseUint(string(f[19]), 10, 64); err != nil {
-		return "", false
-	}
-	return string(f[19]), true
 }

@@ -263,24 +263,6 @@ func TestFirstWord(t *testing.T) {
 	}
 }
 
-func TestStatStart(t *testing.T) {
-	for _, tc := range []struct {
-		stat, want string
-		ok         bool
-	}{
-		{"42 (python3) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 98765 0 0", "98765", true},
-		{"42 (a) b) (c) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 98765 0 0", "98765", true},
-		{"42 (x) S 1 1 1", "", false},
-		{"42 x S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 98765", "", false},
-		{"42 (x) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 -5 0", "", false},
-	} {
-		got, ok := statStart([]byte(tc.stat))
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("statStart(%q) = %q, %v; want %q, %v", tc.stat, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 // Names are read from the files under the procfs root the backend is
 // given (--proc.root), and from the real /proc by default.
 func TestProcessNameUnderRoot(t *testing.T) {

@@ -63,7 +63,7 @@ func (f *Finder) bounded(pid uint32, name string, read func(path string) ([]byte
 	return b, err
 }
 
-// startTime returns the start time of process pid (kube.StartTime's, field
+// startTime returns the start time of process pid (procread.StartTime's, field
 // 22 of /proc/PID/stat): with the PID, it names one process, which a PID
 // taken again does not share.
 func (f *Finder) startTime(pid uint32) (string, error) {
@@ -71,7 +71,7 @@ func (f *Finder) startTime(pid uint32) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s, ok := kube.StartTime(b)
+	s, ok := procread.StartTime(b)
 	if !ok {
 		return "", errors.New("no start time")
 	}

@@ -84,16 +84,12 @@ func (r *procReader) startTime(pid int) (uint64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
+	s, ok := procread.StartTime(b)
+	if !ok {
 		return 0, false
 	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 20 { // state (3) ... starttime (22)
-		return 0, false
-	}
-	s, err := strconv.ParseUint(string(f[19]), 10, 64)
-	return s, err == nil
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
 }
 
 // marked reports whether process pid's environment has the entry mark;
