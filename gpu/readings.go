@@ -99,6 +99,14 @@ type Device struct {
 	ThrottleReasonUnknown bool
 	// EnergyJoules is the cumulative energy counter, if the GPU has one.
 	EnergyJoules *float64
+	// EnergyRepeated is true when EnergyJoules is a copy of the counter's
+	// last reading, not read anew: dcgm-exporter's page refreshes it once
+	// a collect interval (30 s by default) and serves it unchanged in
+	// between. The next reading that moves is the increase since that
+	// copy was first read, over the samples since (the tenant meter
+	// spreads it over them). False where the counter is read at each
+	// sample (NVML, the simulator).
+	EnergyRepeated bool
 
 	PersistenceMode *bool
 	ComputeMode     string // "Default", "Exclusive_Process", "Prohibited"; empty if unknown

@@ -181,7 +181,7 @@ func TestHashValueSeesEveryField(t *testing.T) {
 // pinned hashes still say whether the simulator's runs moved (a new field
 // that the simulator leaves unset changes no run).
 var addedSincePin = map[string]bool{"gpu.Device.UnlistedActivity": true, "gpu.MIGInstance.ProfileBuilt": true, "gpu.Device.MIGSMCount": true,
-	"gpu.Device.NoProcessSamples": true, "tenant.Meter.UsedUnknown": true, "tenant.Meter.EnergyUnknown": true, "tenant.Meter.ReservedUnknown": true,
+	"gpu.Device.NoProcessSamples": true, "gpu.Device.EnergyRepeated": true, "tenant.Meter.UsedUnknown": true, "tenant.Meter.EnergyUnknown": true, "tenant.Meter.ReservedUnknown": true,
 	"tenant.GPUMeter.UnattributedEnergyJoules": true, "gpu.MIGInstance.OtherComputeInstances": true, "gpu.Device.ProcessesUnread": true,
 	"gpu.Device.MPSProcessesUnread": true, "gpu.MIGInstance.ProcessesUnread": true, "tenant.Usage.MemoryUnknown": true,
 	"tenant.Meter.MemoryUnknown": true, "gpu.SamplerStats.Interval": true,

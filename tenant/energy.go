@@ -411,7 +411,11 @@ type energyReading struct {
 // than that, follows from no reading: one of the two is a glitch (the
 // first reading, or a glitch a backend took for the counter at a new
 // level), and the difference is no energy the GPU drew; it meters nothing
-// and the next increase is counted from it (rebase).
+// and the next increase is counted from it (rebase). A copy of the
+// previous reading (gpu.Device.EnergyRepeated: dcgm-exporter's page
+// between two collections) is no reading either: the increase that
+// follows covers the samples since, and is owed to them, not to the one
+// sample where the copy moves.
 func (m *meterState) counter(d *gpu.Device, at time.Time) energyReading {
 	e := d.EnergyJoules
 	if e == nil {
@@ -420,6 +424,9 @@ func (m *meterState) counter(d *gpu.Device, at time.Time) energyReading {
 	prev, ok := m.prevEnergy[d.UUID]
 	if !ok {
 		return energyReading{e: e}
+	}
+	if d.EnergyRepeated && *e == prev {
+		return energyReading{}
 	}
 	span := at.Sub(m.prevEnergyAt[d.UUID])
 	most := jumpWatts(d) * (span + jumpSlack).Seconds()

@@ -24,7 +24,10 @@ type pageEnergy struct {
 // taken (a 0 between true readings, a value ahead by more than the GPU can
 // draw) is left out, the sample read without its counter, and logged at
 // most once a minute. The bound on the draw is twice the power limit the
-// inner source read. out's devices are its own (merge's copy).
+// inner source read. A reading the guard took that repeats the last one
+// taken (a page not refreshed since: dcgm-exporter collects every -c,
+// 30 s by default) is marked gpu.Device.EnergyRepeated. out's devices are
+// its own (merge's copy).
 func (s *Source) checkEnergy(rd, out *gpu.Readings) {
 	at := rd.Time
 	if at.IsZero() {
@@ -43,7 +46,9 @@ func (s *Source) checkEnergy(rd, out *gpu.Readings) {
 			s.energy[d.UUID] = pe
 		}
 		v, last, watts := *d.EnergyJoules, pe.guard.Last(), energyguard.Watts(d.PowerLimitW)
+		repeated := pe.guard.Repeats(v)
 		ok, relevel := pe.guard.Take(v, at, watts)
+		d.EnergyRepeated = ok && repeated
 		switch {
 		case relevel && s.energyLimit.AllowN(s.clock.Now(), 1):
 			level.Warn(s.logger).Log("msg", "dcgm-exporter page's energy counter taken at a new level after readings in a row agreed with it (logged at most once a minute)",

@@ -55,6 +55,10 @@ type Guard struct {
 // Last is the last reading taken (0 before the first).
 func (g *Guard) Last() float64 { return g.last }
 
+// Repeats says whether v is the last reading taken, the counter unmoved
+// since (false before the first).
+func (g *Guard) Repeats(v float64) bool { return g.known && v == g.last }
+
 // follows says whether a counter reading v at at can come after from,
 // read at fromAt, on a GPU drawing at most watts: not lower, and higher
 // by no more than watts over the time between (and Slack).
@@ -70,12 +74,19 @@ func follows(from float64, fromAt time.Time, v float64, at time.Time, watts floa
 // bills the energy it never counted. Confirm refused readings in a row
 // that follow from one another are the counter itself (it restarted, or
 // the reading kept was the glitch): the last is taken. relevel reports
-// that case.
+// that case. A reading that repeats the last taken keeps the time that
+// one was first taken: a copy of the counter that moves once a collect
+// interval (dcgm-exporter's, 30 s by default) moves by what the GPU drew
+// since then, which the time of its last repeat, a second ago, bounds
+// to a fraction of it.
 func (g *Guard) Take(v float64, at time.Time, watts float64) (ok, relevel bool) {
 	if v > MostJoules {
 		return false, false
 	}
 	if !g.known || follows(g.last, g.at, v, at, watts) {
+		if g.Repeats(v) {
+			at = g.at
+		}
 		*g = Guard{known: true, last: v, at: at}
 		return true, false
 	}
