@@ -112,6 +112,10 @@ type meterState struct {
 	// prevEnergyAt is when prevEnergy was read, by GPU UUID: the time the
 	// next increase spans, which the sample's interval may not cover.
 	prevEnergyAt map[string]time.Time
+	// drawSince is, by GPU UUID, the most the GPU could draw (jumpWatts)
+	// at any sample since prevEnergy was read, that one included: a limit
+	// lowered since bounds none of the energy drawn before.
+	drawSince map[string]float64
 	// seen are the figures some time metered for a tenant on a GPU knew.
 	seen map[meterKey]figures
 	// owed are, by GPU UUID, the samples that metered a GPU read without
@@ -140,7 +144,7 @@ const (
 )
 
 func newMeterState() meterState {
-	return meterState{prevEnergy: map[string]float64{}, prevEnergyAt: map[string]time.Time{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{},
+	return meterState{prevEnergy: map[string]float64{}, prevEnergyAt: map[string]time.Time{}, drawSince: map[string]float64{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{},
 		seen: map[meterKey]figures{}, owed: map[string]*owedEnergy{}}
 }
 
@@ -415,8 +419,22 @@ type energyReading struct {
 // previous reading (gpu.Device.EnergyRepeated: dcgm-exporter's page
 // between two collections) is no reading either: the increase that
 // follows covers the samples since, and is owed to them, not to the one
-// sample where the copy moves.
+// sample where the copy moves. The draw bounding a jump is the most the
+// GPU could draw at any sample since the previous reading (drawSince): a
+// power limit lowered since does not bound the energy drawn before it.
 func (m *meterState) counter(d *gpu.Device, at time.Time) energyReading {
+	c := m.reading(d, at)
+	if w := jumpWatts(d); c.e != nil {
+		m.drawSince[d.UUID] = w // the reading the next increase counts from
+	} else {
+		m.drawSince[d.UUID] = max(m.drawSince[d.UUID], w)
+	}
+	return c
+}
+
+// reading is counter's judgement of d's counter, before the draw since is
+// kept.
+func (m *meterState) reading(d *gpu.Device, at time.Time) energyReading {
 	e := d.EnergyJoules
 	if e == nil {
 		return energyReading{}
@@ -429,7 +447,7 @@ func (m *meterState) counter(d *gpu.Device, at time.Time) energyReading {
 		return energyReading{}
 	}
 	span := at.Sub(m.prevEnergyAt[d.UUID])
-	most := jumpWatts(d) * (span + jumpSlack).Seconds()
+	most := max(jumpWatts(d), m.drawSince[d.UUID]) * (span + jumpSlack).Seconds()
 	switch {
 	case *e < prev && *e <= maxDrawWatts*span.Seconds():
 		return energyReading{e: e} // a reload

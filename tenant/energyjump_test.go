@@ -24,8 +24,9 @@ func TestMeterEnergyCounterJump(t *testing.T) {
 	type read struct {
 		at     int64 // s
 		joules *float64
+		limit  *float64 // W, where it differs from the case's
 	}
-	r := func(at int64, j float64) read { return read{at, gpu.Float(j)} }
+	r := func(at int64, j float64) read { return read{at: at, joules: gpu.Float(j)} }
 	for _, tc := range []struct {
 		name          string
 		limit         *float64 // W; nil: not read
@@ -44,21 +45,34 @@ func TestMeterEnergyCounterJump(t *testing.T) {
 		{"power limit not read", nil, []read{r(1, 0), r(2, month), r(3, month+w)}, w, w / 2},
 		// an increase the GPU can draw is counted: 600 W for 10 s under a
 		// 700 W limit after samples read without the counter
-		{"counter unread, then a full increase", gpu.Float(700), []read{r(1, month), {2, nil}, {3, nil}, r(11, month+6000)}, 6000, 6000 * 3 / 10.0 / 2},
+		{"counter unread, then a full increase", gpu.Float(700), []read{r(1, month), {at: 2}, {at: 3}, r(11, month+6000)}, 6000, 6000 * 3 / 10.0 / 2},
 		// a jump after samples read without the counter: they are owed
 		// nothing of it
-		{"counter unread, then a jump", gpu.Float(700), []read{r(1, month), {2, nil}, r(3, 2*month), r(4, 2*month+w)}, w, w / 2},
+		{"counter unread, then a jump", gpu.Float(700), []read{r(1, month), {at: 2}, r(3, 2*month), r(4, 2*month+w)}, w, w / 2},
 		// the jump bound is twice the limit over the time and slack: 2 MJ
 		// after 1000 s is 2 kW, within 2 × 1200 W
 		{"a long gap at the limit", gpu.Float(1200), []read{r(1, month), r(1001, month+2e6)}, 2e6, 1.0 / 1000 * 2e6 / 2},
+		// 900 s unread at 650 W under a 700 W limit, then the limit read
+		// lowered to 150 W: 585 kJ drawn before it is bounded by 700 W
+		// (2 × 150 W over 1200 s is 360 kJ)
+		{"a long gap, the limit lowered since", gpu.Float(700), []read{r(1, month), {at: 2}, {at: 901, joules: gpu.Float(month + 585e3), limit: gpu.Float(150)}},
+			585e3, 585e3 / 900}, // a: half of the two sampled seconds
+		// lowered at a sample read without the counter in the gap: the
+		// higher limit of the sample before still bounds the increase
+		{"a long gap, lowered at an unread sample", gpu.Float(700), []read{r(1, month), {at: 2, limit: gpu.Float(150)}, {at: 901, joules: gpu.Float(month + 585e3), limit: gpu.Float(150)}},
+			585e3, 585e3 / 900}, // a: half of the two sampled seconds
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMeterState()
 			var meters []Meter
 			var gpus []GPUMeter
 			for i, rd := range tc.reads {
+				limit := tc.limit
+				if rd.limit != nil {
+					limit = rd.limit
+				}
 				g := gpu.Readings{Time: time.Unix(100+rd.at, 0), Interval: time.Second,
-					Devices: []gpu.Device{{UUID: "GPU-0", Up: true, PowerLimitW: tc.limit, EnergyJoules: rd.joules}}}
+					Devices: []gpu.Device{{UUID: "GPU-0", Up: true, PowerLimitW: limit, EnergyJoules: rd.joules}}}
 				if i == 0 {
 					g.Interval = 0
 				}
