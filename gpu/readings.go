@@ -259,6 +259,15 @@ type MIGInstance struct {
 	// process of the instance not in the device's Processes may still
 	// run. False where its lists were read, and in the simulator.
 	ProcessesUnread bool
+	// ComputeInstancesRead are the compute instances (by ID, in order)
+	// whose MIG device's process list the backend read, where it read the
+	// GPU's processes per MIG device: a process listed in one of them
+	// before and missing from Processes has no context there any more,
+	// though another MIG device's list was not read (ProcessesUnread, of
+	// every instance where that device's instance is not known). Nil
+	// where the GPU's list was read whole, and in the simulator; a
+	// compute instance of no known ID is not in it.
+	ComputeInstancesRead []int
 }
 
 // MIGComputeInstance is one compute instance of a MIG GPU instance: its MIG

@@ -45,6 +45,14 @@ type Pool struct {
 	logger  log.Logger
 	scraper *scraper
 
+	// failLogged holds the sources (tenant and URL) whose failure was
+	// logged and whose recovery is not yet: whichever tracker logged it,
+	// the one that reads the source when it comes back (a reload that
+	// restarts its counters gives it a new tracker) logs the recovery.
+	// Only the sources of the last Set's specs are kept.
+	logMu      sync.Mutex
+	failLogged map[logKey]bool
+
 	mu         sync.Mutex // guards everything below
 	interval   time.Duration
 	trackers   map[string]*sloTracker // by name
@@ -65,6 +73,7 @@ func NewPool(opts Options) *Pool {
 		clock:      opts.Clock,
 		logger:     opts.Logger,
 		scraper:    &scraper{httpc: headercap.Client(opts.HTTPClient), app: opts.AppMetrics, clock: opts.Clock},
+		failLogged: map[logKey]bool{},
 		trackers:   map[string]*sloTracker{},
 		trackerKey: map[string]string{},
 		cancels:    map[string]context.CancelFunc{},
@@ -83,9 +92,11 @@ func (p *Pool) Set(specs []Spec, scrapeInterval time.Duration) {
 	p.interval = scrapeInterval
 	waits := retryWaits(p.trackers, p.clock.Now())
 	keep := map[string]bool{}
+	sources := map[logKey]bool{}
 	var started []string // the names given new trackers
 	for _, sp := range specs {
 		keep[sp.Name] = true
+		sources[logKey{sp.Name, sp.Source.URL}] = true
 		if tr, ok := p.trackers[sp.Name]; ok && p.trackerKey[sp.Name] == sp.Key {
 			tr.setInterval(scrapeInterval)
 			continue
@@ -112,6 +123,9 @@ func (p *Pool) Set(specs []Spec, scrapeInterval time.Duration) {
 			delete(p.trackerKey, name)
 		}
 	}
+	p.logMu.Lock()
+	maps.DeleteFunc(p.failLogged, func(k logKey, _ bool) bool { return !sources[k] })
+	p.logMu.Unlock()
 	p.startTrackersLocked(started)
 }
 
@@ -197,7 +211,7 @@ const logEvery = time.Minute
 // scrape reads tr's source once, unless its Retry-After holds it off, and
 // logs when it fails after working (or at its first failure), at most once
 // per logEvery per source, and when it recovers from a failure that was
-// logged. A panic while scraping is
+// logged (by this tracker or by one it replaced). A panic while scraping is
 // recovered here and recorded as the scrape's error, so that no source can
 // end the process.
 func (p *Pool) scrape(ctx context.Context, tr *sloTracker, now time.Time) {
@@ -224,13 +238,31 @@ func (p *Pool) scrape(ctx context.Context, tr *sloTracker, now time.Time) {
 	case err != nil && !wasUp && due && st.suppressed > 0:
 		// still down after lines were left out: sum them up
 		p.logFailure(tr, now, "latency source still failing", err)
-	case err == nil && !wasUp && st.logged:
+	case err == nil && p.noteFailureLogged(tr, false): // (a recovery's, taken)
 		level.Info(p.logger).Log("msg", "latency source recovered", "tenant", tr.name)
-		st.logged = false
 	case err != nil && wasUp, err == nil && !wasUp:
 		st.suppressed++
-		st.logged = false
+		p.noteFailureLogged(tr, false)
 	}
+}
+
+// logKey is a source, in the log lines: its tenant and URL.
+type logKey struct{ name, url string }
+
+// noteFailureLogged notes whether the current failure of tr's source was
+// logged (its recovery to be logged), and says whether it was noted so
+// before.
+func (p *Pool) noteFailureLogged(tr *sloTracker, logged bool) (was bool) {
+	k := logKey{tr.name, tr.src.URL}
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
+	was = p.failLogged[k]
+	if logged {
+		p.failLogged[k] = true
+	} else {
+		delete(p.failLogged, k)
+	}
+	return was
 }
 
 // logFailure writes a failure line for tr, with how many lines were left
@@ -243,14 +275,15 @@ func (p *Pool) logFailure(tr *sloTracker, now time.Time, msg string, err error) 
 		kv = append(kv, "lines_suppressed", st.suppressed, "failed_scrapes", st.failures)
 	}
 	level.Warn(p.logger).Log(kv...)
-	st.last, st.suppressed, st.failures, st.logged = now, 0, 0, true
+	st.last, st.suppressed, st.failures = now, 0, 0
+	p.noteFailureLogged(tr, true)
 }
 
-// logState is what a source's rate-limited log lines need.
+// logState is what a source's rate-limited log lines need (whether the
+// current failure was logged is the Pool's: failLogged).
 type logState struct {
 	mu         sync.Mutex
 	last       time.Time // when the last failure line was written
-	logged     bool      // the current failure was logged: log its recovery
 	suppressed int       // lines left out since
 	failures   int       // failed scrapes since the last failure line
 }

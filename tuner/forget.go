@@ -72,13 +72,14 @@ type procSeen struct {
 	absent   time.Duration
 	lastAt   time.Time
 	counting bool
-	// instance is the MIG GPU instance it was last listed in (placed),
-	// noted on a MIG GPU: where the GPU's lists are read in part, its
-	// absence is known where that instance's were (listsRead.holds); mps,
+	// instance and ci are the MIG GPU and compute instance it was last
+	// listed in (placed), noted on a MIG GPU: where the GPU's lists are
+	// read in part, its absence is known where that MIG device's list was
+	// read, or every list of that GPU instance (listsRead.holds); mps,
 	// that it was last listed as an MPS client: its absence is known
 	// where the MPS clients' list was read
-	instance    int
-	placed, mps bool
+	instance, ci int
+	placed, mps  bool
 }
 
 // Forgetter is a guard that keeps state per target: Forget drops what it
@@ -133,7 +134,7 @@ func (p *procSeen) noteListing(snap *tenant.Snapshot) {
 	}
 	q := d.Processes[i]
 	p.mps = q.Type == gpu.ProcessMPS
-	p.instance, p.placed = q.GPUInstanceID, d.MIGEnabled && q.GPUInstanceID >= 0
+	p.instance, p.ci, p.placed = q.GPUInstanceID, q.ComputeInstanceID, d.MIGEnabled && q.GPUInstanceID >= 0
 }
 
 // countAbsence starts, at now, the absence count of the process
@@ -357,11 +358,20 @@ type listsRead struct {
 	// compute processes' (every MIG device's, in MIG mode), and the MPS
 	// clients' too on a GPU in MPS mode
 	every bool
-	// unreadGI are, on a MIG GPU whose lists were read in part, the GPU
-	// instances whose lists were not; nil where which is not known (a
-	// MIG device of no GPU instance unread, or none marked): none read
-	unreadGI map[int]bool
+	// On a MIG GPU whose lists were read in part: readGI, the GPU
+	// instances every list of which was read (none where no instance is
+	// marked unread: which is not known), and readMIG, the MIG devices
+	// (GPU and compute instance) whose lists were read. A process keeps
+	// its context on its MIG device: one last listed in a device read is
+	// known gone where it is missing, whichever other device was not
+	// read (its handle refused: every instance marked unread, and an
+	// instance whose devices were none of them asked not listed at all)
+	readGI  map[int]bool
+	readMIG map[migDevice]bool
 }
+
+// migDevice is a MIG device: its GPU and compute instance.
+type migDevice struct{ gi, ci int }
 
 // readLists says which of d's process lists were read.
 func readLists(d *gpu.Device) listsRead {
@@ -369,15 +379,16 @@ func readLists(d *gpu.Device) listsRead {
 		return listsRead{}
 	}
 	r := listsRead{any: true, mps: !d.MPSProcessesUnread, every: d.ListsRead(), mpsMode: d.Mode == gpu.SharingMPS}
-	if d.MIGEnabled && d.ProcessesUnread {
-		unread := map[int]bool{}
-		for _, m := range d.MIG {
-			if m.ProcessesUnread {
-				unread[m.GPUInstanceID] = true
-			}
+	if !d.MIGEnabled || !d.ProcessesUnread || !slices.ContainsFunc(d.MIG, func(m gpu.MIGInstance) bool { return m.ProcessesUnread }) {
+		return r
+	}
+	r.readGI, r.readMIG = map[int]bool{}, map[migDevice]bool{}
+	for _, m := range d.MIG {
+		if !m.ProcessesUnread && m.GPUInstanceID >= 0 {
+			r.readGI[m.GPUInstanceID] = true
 		}
-		if len(unread) > 0 && !unread[-1] {
-			r.unreadGI = unread
+		for _, ci := range m.ComputeInstancesRead {
+			r.readMIG[migDevice{m.GPUInstanceID, ci}] = true
 		}
 	}
 	return r
@@ -385,14 +396,15 @@ func readLists(d *gpu.Device) listsRead {
 
 // holds says whether the lists read would hold p's process: an MPS
 // client's (a cap's, or one last listed so) in the MPS clients' list, a
-// placed process's on a MIG GPU read in part in the list of the instance
-// it was last listed in, any other in every list.
+// placed process's on a MIG GPU read in part in the list of the MIG
+// device it was last listed in (or every list of its GPU instance), any
+// other in every list.
 func (r listsRead) holds(p procSeen) bool {
 	switch {
 	case p.tg.Knob == gpu.KnobMPSActiveThreads || p.mps:
 		return r.mps
-	case p.placed && r.unreadGI != nil:
-		return !r.unreadGI[p.instance]
+	case p.placed && (r.readGI[p.instance] || r.readMIG[migDevice{p.instance, p.ci}]):
+		return true
 	}
 	return r.every
 }

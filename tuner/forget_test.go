@@ -285,22 +285,43 @@ func TestProcessPresentUnlisted(t *testing.T) {
 	}
 }
 
-// On a MIG GPU whose lists NVML answers for some GPU instances and
-// refuses for others, a placed process missing for GoneAfter is forgotten
-// where the list of the instance it was listed in was read, and kept
-// where it was not. A MIG device not asked (its handle refused: no
-// instance marked; its GPU instance not given: an instance of ID -1
-// marked) may be any instance's: both are kept (they were forgotten
-// while they ran, their status and guard state lost).
+// On a MIG GPU whose lists NVML answers for some MIG devices and refuses
+// for others, a placed process missing for GoneAfter is forgotten where
+// the list of the MIG device it was listed in was read (or every list of
+// its GPU instance), and kept where it was not. A MIG device not asked
+// (its handle refused, its GPU instance not given) marks every instance
+// unread, its own not known: a process listed in a device read was kept
+// for good (one more target per move, on a GPU whose handle NVML refuses
+// for good), and one in a GPU instance none of whose devices was asked
+// (not listed at all) was forgotten while it ran, its status and guard
+// state lost. Where the compute instances are not given, a process's
+// device is not known: it is kept while its instance is read in part.
 func TestPlacedProcessForgottenOnMIGReadInPart(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
+		ci           int               // the compute instance the processes were listed in
 		mig          []gpu.MIGInstance // while read in part
 		kept1, kept2 bool              // the processes last listed in GPU instances 1 and 2
 	}{
-		{"GPU instance 2's list refused", []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2, ProcessesUnread: true}}, false, true},
-		{"a MIG device's handle refused", []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2}}, true, true},
-		{"a MIG device's GPU instance not given", []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2}, {GPUInstanceID: -1, ProcessesUnread: true}}, true, true},
+		{"GPU instance 2's list refused", 0, []gpu.MIGInstance{
+			{GPUInstanceID: 1, ComputeInstancesRead: []int{0}}, {GPUInstanceID: 2, ProcessesUnread: true}}, false, true},
+		{"GPU instance 2's list refused, compute instances not given", -1, []gpu.MIGInstance{
+			{GPUInstanceID: 1}, {GPUInstanceID: 2, ProcessesUnread: true}}, false, true},
+		{"a MIG device's handle refused, the others read", 0, []gpu.MIGInstance{
+			{GPUInstanceID: 1, ProcessesUnread: true, ComputeInstancesRead: []int{0}},
+			{GPUInstanceID: 2, ProcessesUnread: true, ComputeInstancesRead: []int{0}}}, false, false},
+		{"GPU instance 2's MIG device's handle refused", 0, []gpu.MIGInstance{
+			{GPUInstanceID: 1, ProcessesUnread: true, ComputeInstancesRead: []int{0}}}, false, true},
+		{"GPU instance 2's other compute instance's handle refused", 1, []gpu.MIGInstance{
+			{GPUInstanceID: 1, ProcessesUnread: true, ComputeInstancesRead: []int{1}},
+			{GPUInstanceID: 2, ProcessesUnread: true, ComputeInstancesRead: []int{0}}}, false, true},
+		{"a MIG device's handle refused, compute instances not given", -1, []gpu.MIGInstance{
+			{GPUInstanceID: 1, ProcessesUnread: true}, {GPUInstanceID: 2, ProcessesUnread: true}}, true, true},
+		{"a MIG device's GPU instance not given", 0, []gpu.MIGInstance{
+			{GPUInstanceID: 1, ProcessesUnread: true, ComputeInstancesRead: []int{0}},
+			{GPUInstanceID: 2, ProcessesUnread: true, ComputeInstancesRead: []int{0}},
+			{GPUInstanceID: -1, ProcessesUnread: true}}, false, false},
+		{"none marked", 0, []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2}}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tu, clk := newTestTuner(t, ModeEnforce, &recorder{}, nil, nil)
@@ -311,8 +332,9 @@ func TestPlacedProcessForgottenOnMIGReadInPart(t *testing.T) {
 			// listed once each while every list was read, then missing
 			// for GoneAfter while they are read in part
 			d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMIG, MIGEnabled: true,
-				MIG:       []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2}},
-				Processes: []gpu.Process{{PID: 5, Type: gpu.ProcessCompute, GPUInstanceID: 1}, {PID: 6, Type: gpu.ProcessCompute, GPUInstanceID: 2}}}
+				MIG: []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2}},
+				Processes: []gpu.Process{{PID: 5, Type: gpu.ProcessCompute, GPUInstanceID: 1, ComputeInstanceID: tc.ci},
+					{PID: 6, Type: gpu.ProcessCompute, GPUInstanceID: 2, ComputeInstanceID: tc.ci}}}
 			tu.forgetGone(snapshot(clk.Now(), []gpu.Device{d}, nil), clk.Now())
 			for range 5 {
 				clk.Advance(15 * time.Second)
@@ -336,25 +358,36 @@ func TestPlacedProcessForgottenOnMIGReadInPart(t *testing.T) {
 // On a MIG GPU whose GPU instance 2's list NVML refuses for good, each
 // placement of a process listed in GPU instance 1 (read) was kept for
 // good (its instance unknown, the GPU's lists never all read): one more
-// target per move.
+// target per move; so too where NVML refuses a MIG device's handle for
+// good (every instance marked unread, though GPU instance 1's device was
+// read).
 func TestPlacementsOfProcessesGoneBeforeListedAgainForgotten(t *testing.T) {
-	tu, clk := newTestTuner(t, ModeEnforce, &recorder{}, nil, nil)
-	const rounds = 100
-	for i := range rounds {
-		clk.Advance(15 * time.Second)
-		pid := uint32(1000 + i)
-		d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, ProcessesUnread: true,
-			MIG:       []gpu.MIGInstance{{GPUInstanceID: 1}, {GPUInstanceID: 2, ProcessesUnread: true}},
-			Processes: []gpu.Process{{PID: pid, Type: gpu.ProcessCompute, GPUInstanceID: 1, ComputeInstanceID: 0}}}
-		// as RunOnce: the snapshot kept, what is gone forgotten, then the
-		// move decided on it made
-		snap := snapshot(clk.Now(), []gpu.Device{d}, nil)
-		tu.last = snap
-		tu.forgetGone(snap, clk.Now())
-		tu.trackProc(Target{GPU: uuid0, Knob: gpu.KnobPlacement, PID: pid}, clk.Now())
-	}
-	if n, most := len(tu.procs), int(GoneAfter/(15*time.Second))+2; n > most {
-		t.Errorf("%d process targets kept after %d rounds of one move each, want at most %d", n, rounds, most)
+	for _, tc := range []struct {
+		name string
+		mig  []gpu.MIGInstance
+	}{
+		{"GPU instance 2's list refused", []gpu.MIGInstance{{GPUInstanceID: 1, ComputeInstancesRead: []int{0}}, {GPUInstanceID: 2, ProcessesUnread: true}}},
+		{"a MIG device's handle refused", []gpu.MIGInstance{{GPUInstanceID: 1, ProcessesUnread: true, ComputeInstancesRead: []int{0}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tu, clk := newTestTuner(t, ModeEnforce, &recorder{}, nil, nil)
+			const rounds = 100
+			for i := range rounds {
+				clk.Advance(15 * time.Second)
+				pid := uint32(1000 + i)
+				d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingMIG, MIGEnabled: true, ProcessesUnread: true, MIG: tc.mig,
+					Processes: []gpu.Process{{PID: pid, Type: gpu.ProcessCompute, GPUInstanceID: 1, ComputeInstanceID: 0}}}
+				// as RunOnce: the snapshot kept, what is gone forgotten,
+				// then the move decided on it made
+				snap := snapshot(clk.Now(), []gpu.Device{d}, nil)
+				tu.last = snap
+				tu.forgetGone(snap, clk.Now())
+				tu.trackProc(Target{GPU: uuid0, Knob: gpu.KnobPlacement, PID: pid}, clk.Now())
+			}
+			if n, most := len(tu.procs), int(GoneAfter/(15*time.Second))+2; n > most {
+				t.Errorf("%d process targets kept after %d rounds of one move each, want at most %d", n, rounds, most)
+			}
+		})
 	}
 }
 

@@ -23,7 +23,10 @@ import (
 // Compute instances of unknown IDs (-1) are each read. A MIG device never
 // asked is of no known instance: every instance's list reads as not read
 // (GPU instance 2's, in the case of a device of unknown GPU instance, read
-// as whole: the tuner took a process last listed there for gone).
+// as whole: the tuner took a process last listed there for gone). Each
+// instance says which of its compute instances' lists were read
+// (ComputeInstancesRead): a process listed in one is known gone from it
+// where missing, whichever device was not read.
 func TestMIGProcessesOfEveryComputeInstance(t *testing.T) {
 	type migDev struct {
 		gi, ci int // -1: NVML does not give it
@@ -36,27 +39,28 @@ func TestMIGProcessesOfEveryComputeInstance(t *testing.T) {
 		up       bool
 		want     map[uint32][2]int // PID -> GPU instance, compute instance
 		unreadGI []int             // the instances whose lists were not read
+		readCI   map[int][]int     // GPU instance -> the compute instances whose lists were read
 		logs     []string          // in one log line
 	}{
 		{"two compute instances of one GPU instance",
 			[]migDev{{1, 0, 77, nvml.SUCCESS}, {1, 1, 88, nvml.SUCCESS}},
-			true, map[uint32][2]int{77: {1, 0}, 88: {1, 1}}, nil, nil},
+			true, map[uint32][2]int{77: {1, 0}, 88: {1, 1}}, nil, map[int][]int{1: {0, 1}}, nil},
 		{"one compute instance in each of two GPU instances",
 			[]migDev{{1, 0, 77, nvml.SUCCESS}, {2, 0, 88, nvml.SUCCESS}},
-			true, map[uint32][2]int{77: {1, 0}, 88: {2, 0}}, nil, nil},
+			true, map[uint32][2]int{77: {1, 0}, 88: {2, 0}}, nil, map[int][]int{1: {0}, 2: {0}}, nil},
 		{"two compute instances of unknown IDs",
 			[]migDev{{1, -1, 77, nvml.SUCCESS}, {1, -1, 88, nvml.SUCCESS}},
-			true, map[uint32][2]int{77: {1, -1}, 88: {1, -1}}, nil, nil},
+			true, map[uint32][2]int{77: {1, -1}, 88: {1, -1}}, nil, map[int][]int{}, nil},
 		{"a MIG device's list refused, the others read",
 			[]migDev{{1, 0, 77, nvml.ERROR_NO_PERMISSION}, {1, 1, 88, nvml.SUCCESS}, {2, 0, 99, nvml.SUCCESS}},
-			true, map[uint32][2]int{88: {1, 1}, 99: {2, 0}}, []int{1},
+			true, map[uint32][2]int{88: {1, 1}, 99: {2, 0}}, []int{1}, map[int][]int{1: {1}, 2: {0}},
 			[]string{"call=nvmlDeviceGetComputeRunningProcesses(MIG)", "ERROR_NO_PERMISSION"}},
 		{"a MIG device of unknown GPU instance",
 			[]migDev{{-1, 0, 77, nvml.SUCCESS}, {2, 0, 99, nvml.SUCCESS}},
-			true, map[uint32][2]int{99: {2, 0}}, []int{-1, 2}, nil},
+			true, map[uint32][2]int{99: {2, 0}}, []int{-1, 2}, map[int][]int{2: {0}}, nil},
 		{"a MIG device lost: the GPU is down",
 			[]migDev{{1, 0, 77, nvml.SUCCESS}, {1, 1, 88, nvml.ERROR_GPU_IS_LOST}},
-			false, map[uint32][2]int{}, nil, nil},
+			false, map[uint32][2]int{}, nil, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, dgxh100.New())
@@ -106,10 +110,17 @@ func TestMIGProcessesOfEveryComputeInstance(t *testing.T) {
 				t.Errorf("processes (PID: GPU instance, compute instance) %v, want %v", got, tc.want)
 			}
 			var unread []int
+			readCI := map[int][]int{}
 			for _, m := range d.MIG {
 				if m.ProcessesUnread {
 					unread = append(unread, m.GPUInstanceID)
 				}
+				if m.ComputeInstancesRead != nil {
+					readCI[m.GPUInstanceID] = m.ComputeInstancesRead
+				}
+			}
+			if tc.up && !maps.EqualFunc(readCI, tc.readCI, slices.Equal) {
+				t.Errorf("compute instances whose lists were read, by GPU instance, %v, want %v", readCI, tc.readCI)
 			}
 			if tc.up && (!slices.Equal(unread, tc.unreadGI) || d.ProcessesUnread != (tc.unreadGI != nil)) {
 				t.Errorf("lists unread of GPU instances %v (the GPU's ProcessesUnread %v), want %v", unread, d.ProcessesUnread, tc.unreadGI)
@@ -135,7 +146,9 @@ func given(id int) nvml.Return {
 // handle NVML refuses (no instance of it was marked, and a process last
 // listed in its instance was taken for gone), and a second compute
 // instance of neither UUID nor ID, dropped as the same device in two
-// slots (the GPU's lists read as whole: its process was lost).
+// slots (the GPU's lists read as whole: its process was lost). The
+// device read is said read (ComputeInstancesRead), where its compute
+// instance is known: a process listed in it and missing is known gone.
 func TestMIGDeviceNotAskedLeavesEveryInstanceUnread(t *testing.T) {
 	migDevice := func(uuid string, gi, ci int, pid uint32) nvml.Device {
 		return &mock.Device{
@@ -158,11 +171,12 @@ func TestMIGDeviceNotAskedLeavesEveryInstanceUnread(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		name string
-		devs []nvml.Device // by slot; nil: its handle refused
+		name   string
+		devs   []nvml.Device // by slot; nil: its handle refused
+		readCI []int         // GPU instance 1's compute instances whose lists were read
 	}{
-		{"a MIG device's handle refused", []nvml.Device{migDevice("MIG-0-1", 1, 0, 77), nil}},
-		{"two compute instances of neither UUID nor ID", []nvml.Device{migDevice("", 1, -1, 77), migDevice("", 1, -1, 88)}},
+		{"a MIG device's handle refused", []nvml.Device{migDevice("MIG-0-1", 1, 0, 77), nil}, []int{0}},
+		{"two compute instances of neither UUID nor ID", []nvml.Device{migDevice("", 1, -1, 77), migDevice("", 1, -1, 88)}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, dgxh100.New())
@@ -188,6 +202,9 @@ func TestMIGDeviceNotAskedLeavesEveryInstanceUnread(t *testing.T) {
 				if !m.ProcessesUnread {
 					t.Errorf("GPU instance %d's lists read as whole, though the instance of the device not asked is unknown", m.GPUInstanceID)
 				}
+			}
+			if got := d.MIG[0].ComputeInstancesRead; !slices.Equal(got, tc.readCI) {
+				t.Errorf("GPU instance 1's compute instances whose lists were read %v, want %v", got, tc.readCI)
 			}
 		})
 	}

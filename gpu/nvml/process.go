@@ -2,7 +2,6 @@ package nvml
 
 import (
 	"math"
-	"slices"
 	"sort"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -171,7 +170,10 @@ func unplaced(list []nvml.ProcessInfo) bool {
 // its instance's ProcessesUnread set; the others are still read. It says
 // whether every list was read: not where a MIG device has no handle to
 // read it with (rd.migUnlisted), and then every instance's ProcessesUnread
-// is set: the instance of a device not asked is not known.
+// is set: the instance of a device not asked is not known. Each instance
+// says the compute instances whose lists were read (ComputeInstancesRead):
+// a process listed in one of them before is known gone from it when
+// missing, whichever device was not asked.
 func (rd *devReader) readMIGProcesses(d *gpu.Device, add func([]nvml.ProcessInfo, gpu.ProcessType)) (all bool) {
 	for i := range d.MIG {
 		d.MIG[i].ProcessesUnread = rd.migUnlisted || d.MIG[i].GPUInstanceID < 0
@@ -185,14 +187,15 @@ func (rd *devReader) readMIGProcesses(d *gpu.Device, add func([]nvml.ProcessInfo
 	})
 	all = !rd.migUnlisted
 	for _, m := range hs {
+		inst := d.MIGByGI(m.gi)
 		list, r := m.h.GetComputeRunningProcesses()
 		if !rd.ok("nvmlDeviceGetComputeRunningProcesses(MIG)", r) {
 			if rd.fatal != nil {
 				return false
 			}
 			all = false
-			if i := slices.IndexFunc(d.MIG, func(inst gpu.MIGInstance) bool { return inst.GPUInstanceID == m.gi }); i >= 0 {
-				d.MIG[i].ProcessesUnread = true
+			if inst != nil {
+				inst.ProcessesUnread = true
 			}
 			continue
 		}
@@ -205,6 +208,9 @@ func (rd *devReader) readMIGProcesses(d *gpu.Device, add func([]nvml.ProcessInfo
 			}
 		}
 		add(list, gpu.ProcessCompute)
+		if inst != nil && m.ci >= 0 {
+			inst.ComputeInstancesRead = append(inst.ComputeInstancesRead, m.ci)
+		}
 	}
 	return all
 }
