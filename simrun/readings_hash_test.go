@@ -185,7 +185,7 @@ var addedSincePin = map[string]bool{"gpu.Device.UnlistedActivity": true, "gpu.MI
 	"tenant.GPUMeter.UnattributedEnergyJoules": true, "gpu.MIGInstance.OtherComputeInstances": true, "gpu.Device.ProcessesUnread": true,
 	"gpu.Device.MPSProcessesUnread": true, "gpu.MIGInstance.ProcessesUnread": true, "tenant.Usage.MemoryUnknown": true,
 	"tenant.Meter.MemoryUnknown": true, "gpu.SamplerStats.Interval": true,
-	"tenant.Info.SLOWindow": true}
+	"tenant.Info.SLOWindow": true, "gpu.MIGInstance.ComputeInstancesRead": true}
 
 // pointerSincePin are the fields that were values when the pinned hashes
 // were written and are pointers now (nil where the value is unknown): one
