@@ -29,20 +29,39 @@ import (
 // incident where a process is stuck.
 //
 // So the backend reads the name itself, the same word of the same file
-// (under the procfs root, Options.Proc), once per process (its PID and
-// start time, field 22 of /proc/PID/stat, the file read each sample to
-// tell a PID taken again), after the GPUs are read and the lock released
-// (Sample), each read a procread.Reader's: waited for at most
-// nameTimeout, the processes of a sample read side by side. A process
+// (under the procfs root, Options.Proc), after the GPUs are read and the
+// lock released (Sample), each read a procread.Reader's: waited for at
+// most nameTimeout, the processes of a sample read side by side. A process
 // whose read runs past that is named "" (as one that exited since the
 // list was taken), logged once, and passed over at once while the read
 // has not ended; at most maxNameStuck reads are left blocked, past which
-// no name is read. A vGPU's processes, a guest's, keep the name the
+// no file is read. A vGPU's processes, a guest's, keep the name the
 // driver gives with their utilization.
+//
+// NVML read the name anew at each call: a process that sets its title
+// (Python's setproctitle, as Ray's workers, gunicorn and celery do;
+// PostgreSQL) or execs under its PID is named as it is now. The
+// backend keeps each process's name (by its PID and start time, field 22
+// of /proc/PID/stat, read each sample to tell a PID taken again) with its
+// /proc/PID/comm, also read each sample: that file is the task's own
+// copy, read without the process's memory lock, which exec and
+// PR_SET_NAME set (Python's setproctitle sets it to the title's first 15
+// bytes; PostgreSQL's titles leave it). The command line is
+// read again at the first sample where comm has changed, and in any case
+// once nameRefresh has passed since it was last read: a title comm does
+// not tell is followed within that. Where stat or comm is not read (the
+// process stuck, or maxNameStuck reads stuck, which leaves every read
+// refused) the name last read of a process known is kept; where a read
+// again of the command line is not, the name last read, but after an
+// exec, none (as for a process first seen).
 
 // nameTimeout is how long each read of a process's procfs file for its
 // name is waited for.
 const nameTimeout = time.Second
+
+// nameRefresh is how long a process's name is kept, its comm unchanged,
+// before its command line is read again.
+const nameRefresh = time.Minute
 
 // maxNameStuck bounds the reads of processes' procfs files for their
 // names left blocked past their deadline.
@@ -52,6 +71,10 @@ const maxNameStuck = 16
 // (SYSTEM_PROCESS_NAME_BUFFER_SIZE, 256) less its NUL.
 const maxProcName = 255
 
+// maxProcComm bounds a read of /proc/PID/comm: a name of at most 15 bytes
+// (64 with a kernel's longer names) and a newline.
+const maxProcComm = 1 << 10
+
 // maxProcStat bounds a read of /proc/PID/stat: one line of some fifty
 // numbers and a command name of at most 15 bytes (64 with a kernel's
 // longer names).
@@ -60,6 +83,7 @@ const maxProcStat = 1 << 16
 // procNames reads and keeps the names of the GPUs' processes.
 type procNames struct {
 	root   string
+	clock  gpu.Clock
 	logger log.Logger
 	reads  *procread.Reader
 	// read reads at most limit bytes from the start of the file at path
@@ -71,10 +95,12 @@ type procNames struct {
 	said  map[uint32]bool     // the processes logged as not read in time, while listed
 }
 
-// procName is a process's name, read once in its life.
+// procName is a process's name, as last read.
 type procName struct {
-	start string // its start time (field 22 of /proc/PID/stat)
-	name  string
+	start string    // its start time (field 22 of /proc/PID/stat)
+	comm  string    // its /proc/PID/comm, read before the name ("" where not read)
+	name  string    // the first word of its command line
+	at    time.Time // when the command line was read
 }
 
 func newProcNames(root string, clock gpu.Clock, logger log.Logger) *procNames {
@@ -82,7 +108,7 @@ func newProcNames(root string, clock gpu.Clock, logger log.Logger) *procNames {
 		root = "/proc"
 	}
 	return &procNames{
-		root: root, logger: logger, read: readHead,
+		root: root, clock: clock, logger: logger, read: readHead,
 		reads: procread.New(procread.Options{Timeout: nameTimeout, After: clock.After, MaxStuck: maxNameStuck, Join: true}),
 		known: map[uint32]procName{}, said: map[uint32]bool{},
 	}
@@ -147,30 +173,47 @@ func (n *procNames) fill(rd *gpu.Readings) {
 }
 
 // name returns the name of process pid: the one read before, where its
-// start time is the same; else its command line's first word; "" where
-// either file is not read (the process exited, or its read is stuck).
+// start time is the same, its comm too and nameRefresh has not passed;
+// else its command line's first word. Where its stat or comm is not read,
+// the one read before, if any; where its command line is not, the one
+// read before, where its start time and comm are the same; else "".
 func (n *procNames) name(pid uint32) string {
+	n.mu.Lock()
+	k, known := n.known[pid]
+	n.mu.Unlock()
 	stat, err := n.readFile(pid, "stat", maxProcStat)
 	if err != nil {
-		return ""
+		return k.name
 	}
 	start, ok := procread.StartTime(stat)
 	if !ok {
-		return ""
+		return k.name
 	}
-	n.mu.Lock()
-	k, ok := n.known[pid]
-	n.mu.Unlock()
-	if ok && k.start == start {
+	known = known && k.start == start
+	// comm before the command line: an exec between the two reads leaves
+	// the old comm kept, and the name is read again at the next sample
+	b, err := n.readFile(pid, "comm", maxProcComm)
+	if err != nil && known {
+		return k.name
+	}
+	comm := string(bytes.TrimSuffix(b, []byte("\n")))
+	now := n.clock.Now()
+	if known && k.comm == comm && now.Sub(k.at) < nameRefresh {
 		return k.name
 	}
 	cmdline, err := n.readFile(pid, "cmdline", maxProcName)
 	if err != nil {
+		if known && k.comm == comm {
+			return k.name // read again at the next sample
+		}
+		n.mu.Lock()
+		delete(n.known, pid) // another process, or one that has execed since
+		n.mu.Unlock()
 		return ""
 	}
 	name := firstWord(cmdline)
 	n.mu.Lock()
-	n.known[pid] = procName{start: start, name: name}
+	n.known[pid] = procName{start: start, comm: comm, name: name, at: now}
 	n.mu.Unlock()
 	return name
 }
@@ -187,7 +230,7 @@ func (n *procNames) readFile(pid uint32, file string, limit int64) ([]byte, erro
 		n.said[pid] = true
 		n.mu.Unlock()
 		if !said {
-			level.Warn(n.logger).Log("msg", "a GPU process's procfs file not read in time: its name is left empty (an executable selector reads /proc/PID/comm instead), and it is not read again before that read ends",
+			level.Warn(n.logger).Log("msg", "a GPU process's procfs file not read in time: its name is left empty, or as last read (an executable selector reads /proc/PID/comm where it is empty), and it is not read again before that read ends",
 				"pid", pid, "file", path, "timeout", nameTimeout)
 		}
 	}

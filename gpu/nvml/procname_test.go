@@ -21,11 +21,13 @@ import (
 
 // fakeProcfs is the procfs the fixture's backend reads the processes'
 // names from: every PID is a process started at tick 1000 whose command
-// line is "proc<PID> --flag", unless set otherwise; a file may be made to
-// block, as the read of a process whose memory is held does.
+// line is "proc<PID> --flag" and whose comm is "proc<PID>", unless set
+// otherwise; a file may be made to block, as the read of a process whose
+// memory is held does.
 type fakeProcfs struct {
 	mu      sync.Mutex
 	cmdline map[uint32]string
+	comm    map[uint32]string
 	start   map[uint32]string
 	blocked map[string]chan struct{} // by path: the reads wait until it is closed
 	entered chan string              // told of each blocked read as it blocks
@@ -33,7 +35,7 @@ type fakeProcfs struct {
 }
 
 func newFakeProcfs() *fakeProcfs {
-	return &fakeProcfs{cmdline: map[uint32]string{}, start: map[uint32]string{}, blocked: map[string]chan struct{}{},
+	return &fakeProcfs{cmdline: map[uint32]string{}, comm: map[uint32]string{}, start: map[uint32]string{}, blocked: map[string]chan struct{}{},
 		entered: make(chan string, 64), reads: map[string]int{}}
 }
 
@@ -43,6 +45,13 @@ func (p *fakeProcfs) set(pid uint32, start, cmdline string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.start[pid], p.cmdline[pid] = start, cmdline
+}
+
+// setComm makes process pid's comm comm (as exec and PR_SET_NAME do).
+func (p *fakeProcfs) setComm(pid uint32, comm string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.comm[pid] = comm
 }
 
 // block makes the reads of process pid's file block until the test ends
@@ -92,6 +101,10 @@ func (p *fakeProcfs) read(path string, limit int64) ([]byte, error) {
 	if !ok {
 		cmdline = fmt.Sprintf("proc%d\x00--flag\x00", pid)
 	}
+	comm, ok := p.comm[pid]
+	if !ok {
+		comm = fmt.Sprintf("proc%d", pid)
+	}
 	p.mu.Unlock()
 	if ch != nil {
 		p.entered <- path
@@ -103,6 +116,8 @@ func (p *fakeProcfs) read(path string, limit int64) ([]byte, error) {
 		b = []byte(fmt.Sprintf("%d (proc %d) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %s 0 0\n", pid, pid, start))
 	case "cmdline":
 		b = []byte(cmdline)
+	case "comm":
+		b = []byte(comm + "\n")
 	default:
 		return nil, os.ErrNotExist
 	}
@@ -124,9 +139,10 @@ func listedName(rd *gpu.Readings, dev int, pid uint32) (string, bool) {
 	return "", false
 }
 
-// A process's name is read once in its life (its PID and start time): a
-// sample after the first reads only its start time; a PID taken again by
-// another process is read again.
+// A process's name is read once for its PID and start time while its comm
+// is unchanged, within nameRefresh: a sample after the first reads only
+// its start time and comm; a PID taken again by another process is read
+// again.
 func TestProcessNameReadOnce(t *testing.T) {
 	f := newFixture(t, dgxh100.New())
 	f.setProcs(3, oneProc(4242), nil)
@@ -142,6 +158,9 @@ func TestProcessNameReadOnce(t *testing.T) {
 	}
 	if n := f.procfs.count(4242, "stat"); n != 3 {
 		t.Errorf("stat read %d times in 3 samples, want 3 (a PID taken again is told by its start time)", n)
+	}
+	if n := f.procfs.count(4242, "comm"); n != 3 {
+		t.Errorf("comm read %d times in 3 samples, want 3 (an exec is told by its comm)", n)
 	}
 	f.procfs.set(4242, "2000", "/opt/conda/bin/python\x00serve.py\x00")
 	if name, _ := listedName(sample(t, b), 3, 4242); name != "/opt/conda/bin/python" {
@@ -173,18 +192,7 @@ func TestStuckProcessNameBounded(t *testing.T) {
 			}
 			return fmt.Sprintf("proc%d", pid), nvml.SUCCESS
 		}
-		sampleAsync := func() <-chan *gpu.Readings {
-			done := make(chan *gpu.Readings, 1)
-			go func() {
-				rd, err := b.Sample(context.Background())
-				if err != nil {
-					t.Errorf("Sample: %v", err)
-				}
-				done <- rd
-			}()
-			return done
-		}
-		done := sampleAsync()
+		done := sampleAsync(t, b)
 		synctest.Wait() // the sample waits on the stuck read
 		ctl := make(chan error, 1)
 		go func() { ctl <- b.SetPowerLimit(context.Background(), f.devs[0].UUID, 500) }()
@@ -219,7 +227,7 @@ func TestStuckProcessNameBounded(t *testing.T) {
 
 		// the next sample passes it over at once: no deadline waited for
 		f.clock.Advance(time.Second)
-		done = sampleAsync()
+		done = sampleAsync(t, b)
 		synctest.Wait()
 		select {
 		case rd = <-done:
@@ -299,5 +307,198 @@ func TestProcessNameUnderRoot(t *testing.T) {
 		if got := n.name(tc.pid); got != tc.want {
 			t.Errorf("root %q, PID %d: name %q, want %q", tc.root, tc.pid, got, tc.want)
 		}
+	}
+}
+
+// A process's name follows the process, as NVML's did, each read again
+// through the same bounded reads: an exec, or a title set with
+// PR_SET_NAME too (Python's setproctitle: Ray's workers, gunicorn,
+// celery), changes its comm, and its name is read again at the next
+// sample; a title that leaves comm (PostgreSQL's, nginx's) is read within
+// nameRefresh. Neither reads the command line at each sample.
+func TestProcessNameFollowed(t *testing.T) {
+	const step = 10 * time.Second // between samples
+	for _, tc := range []struct {
+		name                   string
+		comm, cmdline          string // as first read
+		comm2, cmdline2, want2 string // once changed
+		within                 time.Duration
+	}{
+		{"exec", "python3", "/usr/bin/python3\x00launch.py\x00",
+			"server", "/opt/app/server\x00--port\x008000\x00", "/opt/app/server", step},
+		{"setproctitle", "ray::IDLE", "ray::IDLE\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+			"ray::Trainer.tr", "ray::Trainer.train\x00", "ray::Trainer.train", step},
+		{"title comm does not tell", "postgres", "postgres: idle\x00\x00\x00\x00\x00\x00",
+			"postgres", "postgres: SELECT\x00\x00\x00\x00", "postgres: SELECT", nameRefresh},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			f.setProcs(3, oneProc(4242), nil)
+			f.procfs.set(4242, "1000", tc.cmdline)
+			f.procfs.setComm(4242, tc.comm)
+			b := f.backend()
+			want := firstWord([]byte(tc.cmdline))
+			for range 3 {
+				if name, _ := listedName(sample(t, b), 3, 4242); name != want {
+					t.Fatalf("before the change: name %q, want %q", name, want)
+				}
+				f.clock.Advance(step)
+			}
+			f.procfs.set(4242, "1000", tc.cmdline2)
+			f.procfs.setComm(4242, tc.comm2)
+			var since time.Duration // since the change
+			for ; since <= tc.within; since += step {
+				f.clock.Advance(step)
+				if name, _ := listedName(sample(t, b), 3, 4242); name == tc.want2 {
+					break
+				}
+			}
+			if since > tc.within {
+				t.Fatalf("name not %q within %v of the change", tc.want2, tc.within)
+			}
+			for range 30 { // five minutes
+				f.clock.Advance(step)
+				if name, _ := listedName(sample(t, b), 3, 4242); name != tc.want2 {
+					t.Fatalf("%v after the change: name %q, want %q", since, name, tc.want2)
+				}
+				since += step
+			}
+			// once first, once at the change, once each nameRefresh
+			run := 3*step + since
+			if n, most := f.procfs.count(4242, "cmdline"), 2+int(run/nameRefresh); n > most {
+				t.Errorf("command line read %d times in %v, want at most %d", n, run, most)
+			}
+		})
+	}
+}
+
+// sampleAsync samples b in a goroutine of its own, whose readings the
+// channel receives.
+func sampleAsync(t *testing.T, b *Backend) <-chan *gpu.Readings {
+	done := make(chan *gpu.Readings, 1)
+	go func() {
+		rd, err := b.Sample(context.Background())
+		if err != nil {
+			t.Errorf("Sample: %v", err)
+		}
+		done <- rd
+	}()
+	return done
+}
+
+// sampleByDeadline samples b, within a synctest bubble, past the reads'
+// deadline.
+func sampleByDeadline(t *testing.T, f *fixture, b *Backend) *gpu.Readings {
+	t.Helper()
+	done := sampleAsync(t, b)
+	synctest.Wait()
+	f.clock.Advance(nameTimeout)
+	synctest.Wait()
+	select {
+	case rd := <-done:
+		return rd
+	default:
+		t.Fatal("Sample blocked past the reads' deadline")
+		return nil
+	}
+}
+
+// namedProc7 returns a backend whose GPU 0 runs process 7, named proc7 by
+// a first sample.
+func namedProc7(t *testing.T) (*fixture, *Backend) {
+	t.Helper()
+	f := newFixture(t, dgxh100.New())
+	f.setProcs(0, oneProc(7), nil)
+	b := f.backend()
+	if name, _ := listedName(sample(t, b), 0, 7); name != "proc7" {
+		t.Fatalf("name %q, want proc7", name)
+	}
+	return f, b
+}
+
+// Once maxNameStuck reads are stuck, no procfs file is read, a process's
+// stat neither: a process named before keeps its name, as it does past
+// nameRefresh; one never named has none. Once the reads end, all are
+// named.
+func TestProcessNameKeptWhileReadsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, b := namedProc7(t)
+		var stuck []nvml.ProcessInfo
+		var release []func()
+		for pid := uint32(100); pid < 100+maxNameStuck; pid++ {
+			stuck = append(stuck, oneProc(pid)...)
+			release = append(release, f.procfs.block(t, pid, "cmdline"))
+		}
+		f.setProcs(3, stuck, nil)
+		f.clock.Advance(time.Second)
+		sampleByDeadline(t, f, b)
+		stats := f.procfs.count(7, "stat")
+		for _, wait := range []time.Duration{time.Second, 2 * nameRefresh} {
+			f.clock.Advance(wait)
+			rd := sample(t, b)
+			if name, _ := listedName(rd, 0, 7); name != "proc7" {
+				t.Errorf("%d reads stuck, %v on: name %q, want proc7 as read before", maxNameStuck, wait, name)
+			}
+			if name, _ := listedName(rd, 3, 100); name != "" {
+				t.Errorf("a process never read: name %q, want none", name)
+			}
+		}
+		if n := f.procfs.count(7, "stat"); n != stats {
+			t.Errorf("stat read %d times while reads are refused, want none", n-stats)
+		}
+		for _, r := range release {
+			r()
+		}
+		synctest.Wait()
+		f.clock.Advance(time.Second)
+		rd := sample(t, b)
+		if name, _ := listedName(rd, 0, 7); name != "proc7" {
+			t.Errorf("once the reads ended: name %q, want proc7", name)
+		}
+		for _, pid := range []uint32{100, 100 + maxNameStuck - 1} {
+			if name, _ := listedName(rd, 3, pid); name != fmt.Sprintf("proc%d", pid) {
+				t.Errorf("once the reads ended: process %d named %q", pid, name)
+			}
+		}
+	})
+}
+
+// A process whose command line, read again, is stuck keeps the name last
+// read, and is passed over at once while that read has not ended; one
+// that has execed since (another comm) is named "", as one first seen.
+func TestProcessNameReadAgainStuck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		comm string // its comm once the name is to be read again
+		want string
+	}{
+		{"retitled", "proc7", "proc7"},
+		{"execed", "server", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f, b := namedProc7(t)
+				f.procfs.setComm(7, tc.comm)
+				release := f.procfs.block(t, 7, "cmdline")
+				f.clock.Advance(nameRefresh)
+				if name, _ := listedName(sampleByDeadline(t, f, b), 0, 7); name != tc.want {
+					t.Errorf("read again, stuck: name %q, want %q", name, tc.want)
+				}
+				f.clock.Advance(time.Second)
+				if name, _ := listedName(sample(t, b), 0, 7); name != tc.want {
+					t.Errorf("next sample: name %q, want %q", name, tc.want)
+				}
+				if n := f.procfs.count(7, "cmdline"); n != 2 {
+					t.Errorf("command line read %d times, want 2 (not again while stuck)", n)
+				}
+				f.procfs.set(7, "1000", "/opt/app/server\x00")
+				release()
+				synctest.Wait()
+				f.clock.Advance(time.Second)
+				if name, _ := listedName(sample(t, b), 0, 7); name != "/opt/app/server" {
+					t.Errorf("once the read ended: name %q, want /opt/app/server", name)
+				}
+			})
+		})
 	}
 }
