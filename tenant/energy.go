@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/energyguard"
 )
 
 // IdleEnergy says where the energy of a GPU that no tenant's activity
@@ -376,23 +377,16 @@ const maxDrawWatts = 2000
 // new level, or whose first reading was one): more than the GPU can have
 // drawn since the previous reading.
 const (
-	// jumpMaxWatts bounds any GPU's draw where its power limit is not
-	// read: several times a GB200's 1200 W. Where it is, twice the limit
-	// (a GPU draws above it for moments only), at most this.
-	jumpMaxWatts = 10_000
 	// jumpSlack is time added to the time between two readings: a copy of
 	// the counter (dcgm-exporter's) may be its collect interval old (30 s
 	// by default), and a sample reads it later than its time.
 	jumpSlack = 5 * time.Minute
 )
 
-// jumpWatts is what d can draw at most, for bounding its counter's increase.
-func jumpWatts(d *gpu.Device) float64 {
-	if l := d.PowerLimitW; l != nil && *l > 0 {
-		return min(2**l, jumpMaxWatts)
-	}
-	return jumpMaxWatts
-}
+// jumpWatts is what d can draw at most, for bounding its counter's
+// increase: the backends' guard's bound (twice the power limit where read,
+// at most energyguard.MaxWatts).
+func jumpWatts(d *gpu.Device) float64 { return energyguard.Watts(d.PowerLimitW) }
 
 // energyReading is d's energy counter read at at as the meter takes it.
 type energyReading struct {

@@ -40,11 +40,7 @@ func (s *Source) checkEnergy(rd, out *gpu.Readings) {
 		if d.EnergyJoules == nil || i >= len(rd.Devices) || rd.Devices[i].EnergyJoules != nil {
 			continue
 		}
-		pe := s.energy[d.UUID]
-		if pe == nil {
-			pe = &pageEnergy{}
-			s.energy[d.UUID] = pe
-		}
+		pe := s.pageEnergyOf(d.UUID)
 		v, last, watts := *d.EnergyJoules, pe.guard.Last(), energyguard.Watts(d.PowerLimitW)
 		repeated := pe.guard.Repeats(v)
 		ok, relevel := pe.guard.Take(v, at, watts)
@@ -85,11 +81,7 @@ func (s *Source) frozen(rd *gpu.Readings, f Fields, now time.Time) int {
 		if v == nil || v.EnergyJoules == nil {
 			continue
 		}
-		pe := s.energy[d.UUID]
-		if pe == nil {
-			pe = &pageEnergy{}
-			s.energy[d.UUID] = pe
-		}
+		pe := s.pageEnergyOf(d.UUID)
 		if e := *v.EnergyJoules; !pe.seen || e != pe.value {
 			pe.seen, pe.value, pe.movedAt = true, e, now
 			continue
@@ -105,4 +97,15 @@ func (s *Source) frozen(rd *gpu.Readings, f Fields, now time.Time) int {
 		n++
 	}
 	return n
+}
+
+// pageEnergyOf is what is kept of GPU uuid's page energy counter, made at
+// its first use.
+func (s *Source) pageEnergyOf(uuid string) *pageEnergy {
+	pe := s.energy[uuid]
+	if pe == nil {
+		pe = &pageEnergy{}
+		s.energy[uuid] = pe
+	}
+	return pe
 }

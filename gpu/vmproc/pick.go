@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/go-kit/log/level"
+
+	"github.com/vgpu-exporter/vgpu_exporter/internal/procread"
 )
 
 // claimant is a process whose command line claims a VM: QEMU's name and
@@ -81,7 +83,7 @@ func (f *Finder) examine(k key, cs []claimant) (live []claimant, held []holding,
 		case running:
 			if c.cgroupLate {
 				var err error
-				if c.cgroup, c.scope, err = f.readCgroup(c.PID); errors.Is(err, errUnanswered) {
+				if c.cgroup, c.scope, err = f.readCgroup(c.PID); errors.Is(err, procread.ErrStuck) {
 					live, held = append(live, c), append(held, holdUnanswered)
 					continue
 				}
@@ -214,7 +216,7 @@ func (f *Finder) holding(pid uint32, nodes []string) holding {
 		return holdUnknown
 	}
 	b, err := f.bounded(pid, "fd", func(dir string) ([]byte, error) { return f.readLinks(dir, maxOpenFiles) })
-	if errors.Is(err, errUnanswered) {
+	if errors.Is(err, procread.ErrStuck) {
 		return holdUnanswered
 	}
 	for l := range strings.SplitSeq(string(b), "\x00") {

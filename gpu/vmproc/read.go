@@ -21,11 +21,6 @@ const DefaultReadTimeout = time.Second
 // and a command name of at most 15 bytes.
 const maxStat = 1 << 16
 
-// errUnanswered is the error of a read of a process's procfs file that
-// did not end by its deadline, or was not started because another read of
-// the process's had not.
-var errUnanswered = procread.ErrStuck
-
 // A read of /proc/PID/cmdline reads the process's memory under its mmap
 // lock: for a process in uninterruptible sleep (a QEMU whose memory a
 // stuck device or file system holds, its mmap lock contended) the read
@@ -44,7 +39,7 @@ var errUnanswered = procread.ErrStuck
 // which reads no process's files.
 
 // readProc reads the file name of process pid (at most limit bytes), or
-// fails with errUnanswered where the read does not end by its deadline or
+// fails with procread.ErrStuck where the read does not end by its deadline or
 // an earlier read of the process's has not ended past its own.
 func (f *Finder) readProc(pid uint32, name string, limit int64) ([]byte, error) {
 	return f.bounded(pid, name, func(path string) ([]byte, error) { return f.readFile(path, limit) })
@@ -52,12 +47,12 @@ func (f *Finder) readProc(pid uint32, name string, limit int64) ([]byte, error) 
 
 // bounded runs read on the path of process pid's file name as readProc
 // reads a file (f.reads's: joined, waited for at most readTimeout);
-// errUnanswered, logged, where it does not end by then or an earlier read
+// procread.ErrStuck, logged, where it does not end by then or an earlier read
 // of the process's has not ended past its own deadline.
 func (f *Finder) bounded(pid uint32, name string, read func(path string) ([]byte, error)) ([]byte, error) {
 	path := filepath.Join(f.proc, strconv.FormatUint(uint64(pid), 10), name)
 	b, err := f.reads.Read(int(pid), name, func() ([]byte, error) { return read(path) })
-	if errors.Is(err, errUnanswered) {
+	if errors.Is(err, procread.ErrStuck) {
 		f.noteUnanswered(pid, name)
 	}
 	return b, err
@@ -90,7 +85,7 @@ func (f *Finder) readUID(pid uint32) int {
 
 // readCgroup returns the cgroup path of process pid (kube.ParseProcCgroup's)
 // and the virtual machine's scope it is in (systemMachineScope's), copies
-// that keep no part of the file; errUnanswered where it was not read in
+// that keep no part of the file; procread.ErrStuck where it was not read in
 // time. A file whose hierarchies are not those of the exporter's own (a
 // unified line where no cgroup2 is mounted, a hierarchy the host lacks) is
 // refused (cgroupfile.Host): a cgroup name with a line break in it forged

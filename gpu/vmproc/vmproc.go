@@ -277,7 +277,7 @@ const (
 // read ran when its command line was.
 func (f *Finder) still(pid uint32, uuid, start string) liveness {
 	c, err := f.readArgs(pid)
-	if errors.Is(err, errUnanswered) {
+	if errors.Is(err, procread.ErrStuck) {
 		return unanswered
 	}
 	if err != nil || c.uuid != uuid {
@@ -285,7 +285,7 @@ func (f *Finder) still(pid uint32, uuid, start string) liveness {
 	}
 	s, err := f.startTime(pid)
 	switch {
-	case errors.Is(err, errUnanswered):
+	case errors.Is(err, procread.ErrStuck):
 		return unanswered
 	case err != nil || s != start:
 		return gone // a PID taken again by a process that claims the VM too
@@ -318,7 +318,7 @@ func (f *Finder) scan() map[string][]claimant {
 		// keep the file it was read from
 		cl := claimant{VM: VM{PID: uint32(pid), UUID: c.uuid, Name: c.name}, start: strings.Clone(start), mdevs: c.mdevs, uid: f.readUID(uint32(pid))}
 		cl.cgroup, cl.scope, err = f.readCgroup(uint32(pid))
-		cl.cgroupLate = errors.Is(err, errUnanswered) // read again at each lookup (examine)
+		cl.cgroupLate = errors.Is(err, procread.ErrStuck) // read again at each lookup (examine)
 		found[c.uuid] = append(found[c.uuid], cl)
 	}
 	return found
@@ -377,7 +377,7 @@ func qemuSubgroups(below string) bool {
 var errNotQEMU = errors.New("not a QEMU process with a VM's UUID")
 
 // readArgs parses pid's command line (parse's): errNotQEMU when it is not
-// a QEMU process with a UUID, errUnanswered when it was not read in time.
+// a QEMU process with a UUID, procread.ErrStuck when it was not read in time.
 // One over maxCmdline is logged (rate-limited) and passed over.
 func (f *Finder) readArgs(pid uint32) (qemuArgs, error) {
 	buf, err := f.readProc(pid, "cmdline", maxCmdline)
