@@ -47,11 +47,11 @@ func validRecord(r Record) error {
 		return errors.New("other processes named outside a restarted record")
 	}
 	if n := pidsNamed(r); n > maxJournalPIDs {
-		return fmt.Errorf("%d processes (at most %d, none 0)", n, maxJournalPIDs)
+		return fmt.Errorf("%d processes named (at most %d)", n, maxJournalPIDs)
 	}
 	for _, pids := range [][]uint32{r.PIDs, r.Others} {
 		if slices.Contains(pids, 0) {
-			return fmt.Errorf("%d processes (at most %d, none 0)", len(pids), maxJournalPIDs)
+			return errors.New("process ID 0 named (no process has it)")
 		}
 	}
 	if err := validIdentity(r); err != nil {

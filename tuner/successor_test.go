@@ -364,4 +364,9 @@ func TestRestartedRecordChecked(t *testing.T) {
 			t.Errorf("%s: %v, want valid %v", c.name, err, c.ok)
 		}
 	}
+	// The refusal says what is wrong: a process ID no process has.
+	rec := Record{Event: EventRestarted, Target: mps, Tenant: "embed", PIDs: []uint32{7}, Others: []uint32{8, 0}}
+	if err := validRecord(rec); err == nil || !strings.Contains(err.Error(), "process ID 0") {
+		t.Errorf("a record naming PID 0: %v, want it to name process ID 0", err)
+	}
 }
