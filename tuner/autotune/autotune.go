@@ -192,38 +192,52 @@ func (p *Autotune) Decide(s *tuner.State) []tuner.Action {
 	var out []tuner.Action
 	for _, d := range s.UpDevices() {
 		ds := summarize(p.members(s, d))
-		ds.away = p.seen.away(s, d.UUID, ds)
-		switch d.Mode {
-		case gpu.SharingMPS:
-			// the pause first: the caps cost restarts
-			held := p.heldFor(s, d.UUID, ds)
-			fast, slow := p.pauses(s, d, ds)
-			out = append(out, fast...)
-			if slow {
-				out = append(out, p.mps(s, d, ds, held)...)
-			}
-		case gpu.SharingTimeSlice:
-			// the level first: it costs no tenant its work
-			if ts := p.timeSlice(s, d, ds); len(ts) > 0 {
-				out = append(out, ts...)
-			} else {
-				fast, _ := p.pauses(s, d, ds)
-				out = append(out, fast...)
-			}
-		case gpu.SharingVGPU:
-			// the VMs' pause acts now; the scheduler, which changes only
-			// while no VM runs, is recommended only where the pause
-			// cannot hold the SLO (the slow knobs' gate, as on MPS)
-			fast, slow := p.pauses(s, d, ds)
-			out = append(out, fast...)
-			if slow {
-				out = append(out, p.vgpu(s, d, ds)...)
+		acts := p.decideGPU(s, d, ds)
+		if why := p.seen.away(s, d.UUID, ds); why != "" {
+			// No latency tenant is on the GPU, so each action gives back
+			// what the tuner set for one (away.go), and one may be back:
+			// held, saying why.
+			for i := range acts {
+				acts[i].Held = why
 			}
 		}
-		out = append(out, p.clocks(s, d, ds)...)
+		out = append(out, acts...)
 	}
 	// what the dwell would refuse is held, and says so
 	return s.HoldWaiting(out)
+}
+
+// decideGPU computes the actions for the GPU d, whose tenants ds sums up.
+func (p *Autotune) decideGPU(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
+	var out []tuner.Action
+	switch d.Mode {
+	case gpu.SharingMPS:
+		// the pause first: the caps cost restarts
+		held := p.heldFor(s, d.UUID, ds)
+		fast, slow := p.pauses(s, d, ds)
+		out = append(out, fast...)
+		if slow {
+			out = append(out, p.mps(s, d, ds, held)...)
+		}
+	case gpu.SharingTimeSlice:
+		// the level first: it costs no tenant its work
+		if ts := p.timeSlice(s, d, ds); len(ts) > 0 {
+			out = append(out, ts...)
+		} else {
+			fast, _ := p.pauses(s, d, ds)
+			out = append(out, fast...)
+		}
+	case gpu.SharingVGPU:
+		// the VMs' pause acts now; the scheduler, which changes only
+		// while no VM runs, is recommended only where the pause
+		// cannot hold the SLO (the slow knobs' gate, as on MPS)
+		fast, slow := p.pauses(s, d, ds)
+		out = append(out, fast...)
+		if slow {
+			out = append(out, p.vgpu(s, d, ds)...)
+		}
+	}
+	return append(out, p.clocks(s, d, ds)...)
 }
 
 // members returns the tenants on d (outside MIG instances) with their
@@ -331,10 +345,6 @@ type domainSignals struct {
 	anyViolating      bool
 	allSlack, allDeep bool
 	worst             *member // the violating tenant that matters most
-	// away: no latency tenant is on the GPU this round, but one with an
-	// SLO status was within its SLO window (latencySeen): not gone, its
-	// latency unknown, so what the tuner set holds
-	away bool
 }
 
 func summarize(ms []*member) domainSignals {
@@ -411,11 +421,9 @@ func quiet(s *tuner.State, uuid string, k gpu.Knob, d time.Duration) bool {
 // so.
 func (p *Autotune) mps(s *tuner.State, d *gpu.Device, ds domainSignals, held time.Duration) []tuner.Action {
 	if len(ds.latency) == 0 {
-		if ds.away {
-			return nil // its latency tenant may be back: hold
-		}
 		// no latency tenant left: the caps the tuner set go back as on
-		// slack, the others' (an operator's) stay
+		// slack, the others' (an operator's) stay (held while one is
+		// away: Decide)
 		ds.others = setBy(s, d.UUID, gpu.KnobMPSActiveThreads, ds.others)
 	}
 	if len(ds.others) == 0 {

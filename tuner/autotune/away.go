@@ -1,8 +1,7 @@
 package autotune
 
 import (
-	"slices"
-	"strings"
+	"fmt"
 	"sync"
 	"time"
 
@@ -21,17 +20,26 @@ import (
 // holds as while a tenant's latency is unknown.
 //
 // The memory starts empty with the policy (a restart of the exporter),
-// while what the tuner set is adopted from the journal. On a GPU where
-// the policy has seen no latency tenant since its start and the tuner
-// keeps an original of a setting it gives back when the last one leaves
-// (heldByTuner), every latency tenant configured with an SLO may have
-// been there before the start, its SLO status served or not (where
-// sources are read only on the hosts their tenants run on, a tenant whose
-// process is missing after the restart has none): each is away until its
-// SLO window has passed since the policy's start, as if last seen then. (Being seen on
-// another GPU since says nothing: a tenant may run on several.) Where the
-// tuner keeps no such original, nothing is held, and a GPU without a
-// latency tenant is one as before.
+// while the journal keeps the originals the start's restore left open (a
+// restore that failed, an MPS client not listed yet, a GPU not in
+// enforce): the tuner's settings are still in force. On a GPU where
+// the policy has seen no latency tenant since its start, every latency
+// tenant configured with an SLO may have been there before the start, its
+// SLO status served or not (where sources are read only on the hosts
+// their tenants run on, a tenant whose process is missing after the
+// restart has none): each is away until its SLO window has passed since
+// the policy's start, as if last seen then. (Being seen on another GPU
+// since says nothing: a tenant may run on several.) Neither the journal
+// nor the originals say which latency tenants a setting was made for (an
+// original names the tenant it was set on, a batch tenant's cap or pause,
+// and no one for a GPU's knob), so the configuration is all there is.
+//
+// What is held is what the policy would give back on the GPU: on a GPU
+// without a latency tenant every action of the policy gives back what
+// the tuner set for one (gone, mps, pauses, timeSlice), and Decide holds
+// them all (tuner.Action.Held, with why: the GPU's round says it) while
+// one is away. Where the tuner keeps no original of such a setting there
+// is nothing to give back, and nothing to hold.
 
 // latencySeen keeps, per GPU, when each latency tenant with an SLO last
 // had usage on it, and when the policy started.
@@ -54,14 +62,14 @@ func (l *latencySeen) begin(now time.Time) {
 }
 
 // away records the latency tenants of ds as seen on uuid at s.Now, and
-// says whether, none being there, one that was had usage on it within its
-// SLO window and still has an SLO status: it is away, not gone. A tenant
-// whose SLO status is no longer served (a reload dropped it) has left. On
-// a GPU none was seen on since the policy's start, where the tuner holds
-// settings of its own, one may have been there before it (see above).
-func (l *latencySeen) away(s *tuner.State, uuid string, ds domainSignals) bool {
+// says, none being there, why one is away: one that was had usage on it
+// within its SLO window and still has an SLO status, or, on a GPU none
+// was seen on since the policy's start, one configured with an SLO may
+// have been there before it (see above). "": none is away. A tenant whose
+// SLO status is no longer served (a reload dropped it) has left.
+func (l *latencySeen) away(s *tuner.State, uuid string, ds domainSignals) string {
 	if l == nil {
-		return false
+		return ""
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -77,61 +85,78 @@ func (l *latencySeen) away(s *tuner.State, uuid string, ds domainSignals) bool {
 		for _, m := range ds.latency {
 			seen[m.name] = s.Now
 		}
-		return false
+		return ""
 	}
 	if seen == nil {
-		return heldByTuner(s, uuid) && l.awaySinceStart(s)
+		return l.awaySinceStart(s)
 	}
-	away := false
+	var last awayTenant
 	for name, at := range seen {
 		st := sloOf(s, name)
 		if st == nil {
 			delete(seen, name)
 			continue
 		}
-		if s.Now.Sub(at) >= sloWindow(st) {
+		a := awayTenant{name: name, since: at, window: sloWindow(st)}
+		if !a.until().After(s.Now) {
 			delete(seen, name)
 			continue
 		}
-		away = true
+		last = last.later(a)
 	}
-	return away
+	if last.name == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s, a latency tenant of this GPU, has had no process on it for %v of its %v SLO window: away, not gone, its latency unknown, so what the tuner set here holds until it is back or %v from now",
+		last.name, s.Now.Sub(last.since).Round(time.Second), last.window, last.until().Sub(s.Now).Round(time.Second))
 }
 
-// awaySinceStart says whether a latency tenant configured with an SLO (a
-// latency source: tenant.Info.SLOWindow) has had less than its SLO window
-// since the policy's start. The configuration, not the SLO statuses
-// served, says which may have been there: under the exporter's default
-// --tenants.latency-sources=running, the status of a tenant without usage
-// on this host is not served, so after a restart one whose process is
-// missing has none until it is back. A tenant a reload left without an
-// SLO is not one.
-func (l *latencySeen) awaySinceStart(s *tuner.State) bool {
+// awaySinceStart says why, no latency tenant having been seen on a GPU
+// since the policy's start, one may be away: a latency tenant configured
+// with an SLO (a latency source: tenant.Info.SLOWindow) has had less than
+// its SLO window since that start ("": none has). The configuration, not
+// the SLO statuses served, says which may have been there: under the
+// exporter's default --tenants.latency-sources=running, the status of a
+// tenant without usage on this host is not served, so after a restart
+// one whose process is missing has none until it is back. A tenant a
+// reload left without an SLO is not one.
+func (l *latencySeen) awaySinceStart(s *tuner.State) string {
+	var last awayTenant
 	for _, t := range s.Snapshot.Tenants {
-		if t.Class == gpu.ClassLatency && t.SLOWindow > 0 && s.Now.Sub(l.start) < t.SLOWindow {
-			return true
+		a := awayTenant{name: t.Name, since: l.start, window: t.SLOWindow}
+		if t.Class == gpu.ClassLatency && t.SLOWindow > 0 && a.until().After(s.Now) {
+			last = last.later(a)
 		}
 	}
-	return false
+	if last.name == "" {
+		return ""
+	}
+	return fmt.Sprintf("no latency tenant has been seen on this GPU since the policy's first round %v ago (the exporter's start), and %s (SLO window %v) may have been on it before: away, not gone, its latency unknown, so what the tuner set here holds until it is back or %v from now",
+		s.Now.Sub(l.start).Round(time.Second), last.name, last.window, last.until().Sub(s.Now).Round(time.Second))
 }
 
-// givenBackKnobs are the knobs whose settings the policy gives back on a
-// GPU its last latency tenant left (gone, mps, pauses, timeSlice).
-var givenBackKnobs = []gpu.Knob{gpu.KnobPauseDuty, gpu.KnobMPSActiveThreads, gpu.KnobComputeTimeSlice, gpu.KnobLockedClocks, gpu.KnobPowerLimit}
+// awayTenant is a latency tenant away from a GPU since since, for its
+// SLO window.
+type awayTenant struct {
+	name   string
+	since  time.Time
+	window time.Duration
+}
 
-// heldByTuner says whether the tuner keeps an original of a setting of
-// uuid that the policy gives back once no latency tenant is left there:
-// without one, there is nothing to give back, and nothing to hold.
-func heldByTuner(s *tuner.State, uuid string) bool {
-	for k := range s.Originals { // (Target.String: GPU/knob[/pidN])
-		if rest, ok := strings.CutPrefix(k, uuid+"/"); ok {
-			knob, _, _ := strings.Cut(rest, "/")
-			if slices.Contains(givenBackKnobs, gpu.Knob(knob)) {
-				return true
-			}
-		}
+// until is when a has left the GPU.
+func (a awayTenant) until() time.Time { return a.since.Add(a.window) }
+
+// later is whichever of a and b leaves later (the first by name on a tie,
+// so that the reason does not change with a map's order); a zero a is
+// none.
+func (a awayTenant) later(b awayTenant) awayTenant {
+	switch {
+	case a.name == "", b.until().After(a.until()):
+		return b
+	case b.until().Equal(a.until()) && b.name < a.name:
+		return b
 	}
-	return false
+	return a
 }
 
 // sloWindow is st's SLO window, the default's where the status gives none.

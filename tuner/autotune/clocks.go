@@ -21,10 +21,7 @@ import (
 // the power limit it lowered are given back (gone).
 func (p *Autotune) clocks(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner.Action {
 	if len(ds.latency) == 0 {
-		if ds.away {
-			return nil // its latency tenant may be back: hold
-		}
-		return p.gone(s, d)
+		return p.gone(s, d) // (held while one is away: Decide)
 	}
 	clockT := tuner.Target{GPU: d.UUID, Knob: gpu.KnobLockedClocks}
 	locked := d.ClocksLocked != nil && *d.ClocksLocked

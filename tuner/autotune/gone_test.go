@@ -209,7 +209,7 @@ func TestMomentaryAbsenceHolds(t *testing.T) {
 			}
 			// chat was last seen 15 seconds before the first sample without it
 			for at := time.Duration(0); at < window-15*time.Second; at += 15 * time.Second {
-				for _, a := range p.Decide(mk(at, false)) {
+				for _, a := range acting(p.Decide(mk(at, false))) {
 					t.Fatalf("%v without chat's process (its SLO status served, its window %v): %s=%s restart=%v (%s)", at+15*time.Second, window, a.Target, a.Want, a.Restart, a.Reason)
 				}
 			}
@@ -236,26 +236,6 @@ func TestAwayAfterRestart(t *testing.T) {
 	half := 0.5
 	fine := tuner.FastSLO{Over: time.Minute, Total: 100, Good: 100}
 	lowered := &tuner.ClockRange{MinMHz: 1386, MaxMHz: 1386}
-	pauseT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}
-	embedT := tuner.Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 2}
-	levelT := tuner.Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice}
-	powT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
-	// what the journal gives back: each set 10 minutes before the start
-	paused := func(s *tuner.State) {
-		s.Drives = map[gpu.Knob]bool{gpu.KnobPauseDuty: true}
-		s.Originals[pauseT.String()] = tuner.Duty(0)
-		c := tuner.Change{At: t0.Add(50 * time.Minute), From: tuner.Duty(0.7), To: tuner.Duty(0.8)}
-		s.Changes[pauseT.String()], s.Changes[pauseT.DomainKey()] = c, c
-	}
-	capped := func(s *tuner.State) { s.Originals[embedT.String()] = tuner.Fraction(1) }
-	level := func(s *tuner.State) {
-		s.Originals[levelT.String()] = tuner.Level(gpu.TimeSliceDefault)
-		s.Changes[levelT.DomainKey()] = tuner.Change{At: t0.Add(50 * time.Minute), From: tuner.Level(gpu.TimeSliceDefault), To: tuner.Level(gpu.TimeSliceShort)}
-	}
-	power := func(s *tuner.State) {
-		s.Originals[powT.String()] = tuner.Watts(700)
-		s.Changes[powT.DomainKey()] = tuner.Change{At: t0.Add(50 * time.Minute), From: tuner.Watts(700), To: tuner.Watts(490)}
-	}
 	tests := []struct {
 		name    string
 		sc      scene
@@ -264,19 +244,19 @@ func TestAwayAfterRestart(t *testing.T) {
 		dropped bool          // a reload dropped chat's SLO: nothing is away
 		want    string        // what goes back once chat is gone
 	}{
-		{"the pause holds", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, paused, 0, false,
+		{"the pause holds", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, tunersPause, 0, false,
 			"GPU-0/pause_duty/pid2=75%"},
-		{"the pause holds for chat's own window", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, paused, 10 * time.Minute, false,
+		{"the pause holds for chat's own window", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, tunersPause, 10 * time.Minute, false,
 			"GPU-0/pause_duty/pid2=75%"},
-		{"the MPS cap holds", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3, changed: 10 * time.Minute}, capped, 0, false,
+		{"the MPS cap holds", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3, changed: 10 * time.Minute}, tunersCap, 0, false,
 			"GPU-0/mps_active_threads/pid2=55%"},
 		{"the energy clock lock holds", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, maxMHz: 1980, lock: lowered, ours: true, clockAgo: 3 * time.Minute}, nil, 0, false,
 			"GPU-0/locked_clocks=unlocked"},
-		{"the lowered power limit holds", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 490}, power, 0, false,
+		{"the lowered power limit holds", scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 490}, tunersPower, 0, false,
 			"GPU-0/power_limit=700W"},
-		{"the time-slice level holds", scene{mode: gpu.SharingTimeSlice, embedCap: &half, fast: fine, p99: 0.3, timeSlice: gpu.TimeSliceShort}, level, 0, false,
+		{"the time-slice level holds", scene{mode: gpu.SharingTimeSlice, embedCap: &half, fast: fine, p99: 0.3, timeSlice: gpu.TimeSliceShort}, tunersLevel, 0, false,
 			"GPU-0/compute_timeslice=default"},
-		{"chat's SLO dropped: the pause goes back at once", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, paused, 0, true,
+		{"chat's SLO dropped: the pause goes back at once", scene{mode: gpu.SharingMPS, embedCap: &half, fast: fine, p99: 0.3}, tunersPause, 0, true,
 			"GPU-0/pause_duty/pid2=75%"},
 	}
 	for _, served := range []bool{true, false} {
@@ -310,7 +290,7 @@ func TestAwayAfterRestart(t *testing.T) {
 				}
 				p := New() // the restart: its first decision is the next
 				for at := time.Duration(0); at < window; at += 15 * time.Second {
-					for _, a := range p.Decide(mk(at)) {
+					for _, a := range acting(p.Decide(mk(at))) {
 						t.Fatalf("%v after the start, chat not seen (its window %v): %s=%s restart=%v (%s)", at, window, a.Target, a.Want, a.Restart, a.Reason)
 					}
 				}
@@ -322,33 +302,46 @@ func TestAwayAfterRestart(t *testing.T) {
 
 // TestNothingHeldAtStart: where the tuner keeps no original of a setting
 // it gives back on the GPU (none; an operator's cap; only another GPU's,
-// or a knob the policy does not give back), a GPU without a latency tenant
-// at the policy's start is one without: no tenant is away, as before a
-// restart was taken into account. Where it keeps one, chat is away.
+// whose UUID the GPU's begins; a knob the policy does not give back, or
+// one whose name has a '/' after a given-back knob's), a GPU without a
+// latency tenant at the policy's start has nothing to give back, and
+// nothing is held. Where it keeps one, the setting is held, saying why:
+// chat is away. (The hold is of what the policy gives back on the GPU:
+// no key of the originals is taken apart to tell GPU and knob.)
 func TestNothingHeldAtStart(t *testing.T) {
 	half := 0.5
+	powT := tuner.Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
 	tests := []struct {
 		name string
-		orig tuner.Target // the tuner's original kept (zero: none)
-		want bool
+		orig tuner.Target // the tuner's original of the lowered power limit kept (zero: none)
+		want []string     // what is held
 	}{
-		{"no setting of the tuner's", tuner.Target{}, false},
-		{"another GPU's pause", tuner.Target{GPU: "GPU-00", Knob: gpu.KnobPauseDuty, PID: 2}, false},
-		{"a knob not given back", tuner.Target{GPU: uuid0, Knob: gpu.KnobMIGLayout}, false},
-		{"the tuner's pause", tuner.Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 2}, true},
-		{"the tuner's power limit", tuner.Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, true},
+		{"no setting of the tuner's", tuner.Target{}, nil},
+		{"another GPU's power limit", tuner.Target{GPU: uuid0 + "0", Knob: gpu.KnobPowerLimit}, nil},
+		{"a knob not given back", tuner.Target{GPU: uuid0, Knob: gpu.KnobMIGLayout}, nil},
+		{"a knob named with a '/' after power_limit", tuner.Target{GPU: uuid0, Knob: gpu.KnobPowerLimit + "/x"}, nil},
+		{"the tuner's power limit", powT, []string{"GPU-0/power_limit=700W"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := scene{mode: gpu.SharingMPS, embedCap: &half}.state() // embed's cap an operator's
+			s := scene{mode: gpu.SharingMPS, embedCap: &half, power: 490}.state() // embed's cap an operator's
 			s.Snapshot.Usage = s.Snapshot.Usage[1:]
+			d := &s.Snapshot.Readings.Devices[0]
+			d.Processes = d.Processes[1:]
+			tunersPower(s) // its original kept as tc.orig says
+			delete(s.Originals, powT.String())
 			if tc.orig != (tuner.Target{}) {
-				s.Originals[tc.orig.String()] = tuner.Duty(0)
+				s.Originals[tc.orig.String()] = tuner.Watts(700)
 			}
-			p := New()
-			p.seen.begin(s.Now)
-			if got := p.seen.away(s, uuid0, summarize(p.members(s, &s.Snapshot.Readings.Devices[0]))); got != tc.want {
-				t.Fatalf("away %v, want %v", got, tc.want)
+			acts := New().Decide(s) // the restart: its first decision
+			if got := acting(acts); len(got) > 0 {
+				t.Fatalf("acted at the start: %v", got)
+			}
+			checkActions(t, acts, tc.want, "")
+			for _, a := range acts {
+				if !strings.Contains(a.Held, "chat (SLO window 5m0s) may have been on it before") {
+					t.Errorf("%s held: %q, want chat named away", a.Target, a.Held)
+				}
 			}
 		})
 	}

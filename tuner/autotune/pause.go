@@ -66,13 +66,11 @@ func (p *Autotune) pauses(s *tuner.State, d *gpu.Device, ds domainSignals) ([]tu
 	if len(ps) == 0 {
 		return nil, true
 	}
-	if len(ds.latency) == 0 && ds.away {
-		return nil, false // its latency tenant may be back: hold
-	}
 	if len(ds.latency) == 0 {
 		// no latency tenant left: nothing to protect, the pause goes
 		// back at the usual rate (no floor: the load it anticipated is
-		// gone), and the slow knobs wait for it to go first
+		// gone), and the slow knobs wait for it to go first (held while
+		// one is away: Decide)
 		out := p.pauseRelease(d, ps, p.P.PauseRelease, 0, ds.slackWhy())
 		return out, len(out) == 0
 	}

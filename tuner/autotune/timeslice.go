@@ -47,9 +47,9 @@ func (p *Autotune) timeSlice(s *tuner.State, d *gpu.Device, ds domainSignals) []
 	}
 	if len(ds.latency) == 0 {
 		// no latency tenant left: the level the tuner set goes back as on
-		// slack (below), an operator's is left alone; one away may be
-		// back, and the level holds
-		if _, ok := s.Originals[t.String()]; !ok || ds.away {
+		// slack (below), an operator's is left alone (held while one is
+		// away: Decide)
+		if _, ok := s.Originals[t.String()]; !ok {
 			return nil
 		}
 	} else if len(ds.latency)+len(ds.unjudged)+len(ds.others) < 2 {
