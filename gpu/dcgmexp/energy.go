@@ -23,8 +23,10 @@ type pageEnergy struct {
 // backend does its own: a reading that does not follow from the last one
 // taken (a 0 between true readings, a value ahead by more than the GPU can
 // draw) is left out, the sample read without its counter, and logged at
-// most once a minute. The bound on the draw is twice the power limit the
-// inner source read. A reading the guard took that repeats the last one
+// most once a minute. The bound on the draw is twice the highest power
+// limit the inner source read since the last reading taken: the guard
+// sees the limit of a sample without the page's counter too (a failed
+// scrape, a page without it). A reading the guard took that repeats the last one
 // taken (a page not refreshed since: dcgm-exporter collects every -c,
 // 30 s by default) is marked gpu.Device.EnergyRepeated. out's devices are
 // its own (merge's copy).
@@ -37,7 +39,13 @@ func (s *Source) checkEnergy(rd, out *gpu.Readings) {
 	defer s.mu.Unlock()
 	for i := range out.Devices {
 		d := &out.Devices[i]
-		if d.EnergyJoules == nil || i >= len(rd.Devices) || rd.Devices[i].EnergyJoules != nil {
+		if i >= len(rd.Devices) || rd.Devices[i].EnergyJoules != nil {
+			continue
+		}
+		if d.EnergyJoules == nil {
+			if pe := s.energy[d.UUID]; pe != nil && d.Up {
+				pe.guard.See(energyguard.Watts(d.PowerLimitW))
+			}
 			continue
 		}
 		pe := s.pageEnergyOf(d.UUID)

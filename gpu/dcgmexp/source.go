@@ -214,6 +214,7 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 		h := s.health()
 		s.mu.Unlock()
 		out := without(rd, h, s.Name())
+		s.checkEnergy(rd, out)
 		s.keepSources(out)
 		return out, nil
 	default:
@@ -225,6 +226,7 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 			}
 			s.failed(err)
 			out := without(rd, s.health(), s.Name())
+			s.checkEnergy(rd, out)
 			s.keepSources(out)
 			return out, nil
 		}
