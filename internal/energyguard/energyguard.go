@@ -75,6 +75,11 @@ type Guard struct {
 // Last is the last reading taken (0 before the first).
 func (g *Guard) Last() float64 { return g.last }
 
+// Bound is the most the GPU can draw, as the guard bounds it, since the
+// last reading taken: the highest watts of the samples since, that
+// reading's included (0 before the first).
+func (g *Guard) Bound() float64 { return g.draw.w }
+
 // Repeats says whether v is the last reading taken, the counter unmoved
 // since (false before the first).
 func (g *Guard) Repeats(v float64) bool { return g.known && v == g.last }

@@ -106,3 +106,18 @@ func TestDraw(t *testing.T) {
 		}
 	}
 }
+
+// Bound is the bound a refused reading was refused by: the highest since
+// the last reading taken, not the sample's own.
+func TestBound(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var g Guard
+	g.Take(1e9, t0, 1400)
+	g.See(2000)
+	if ok, _ := g.Take(0, t0.Add(time.Second), 200); ok || g.Bound() != 2000 {
+		t.Errorf("refused %v, bound %g; want refused by 2000 W", !ok, g.Bound())
+	}
+	if ok, _ := g.Take(1e9+100, t0.Add(2*time.Second), 200); !ok || g.Bound() != 200 {
+		t.Errorf("taken %v, bound %g; want taken, bound from it 200 W", ok, g.Bound())
+	}
+}
