@@ -222,7 +222,7 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 		s.mu.Unlock()
 		out := without(rd, h, s.Name())
 		s.checkEnergy(rd, out)
-		s.keepSources(out)
+		s.keepSources(out, nil)
 		return out, nil
 	default:
 		if f, err = s.scrape(ctx); err != nil {
@@ -234,7 +234,7 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 			s.failed(err)
 			out := without(rd, s.health(), s.Name())
 			s.checkEnergy(rd, out)
-			s.keepSources(out)
+			s.keepSources(out, nil)
 			return out, nil
 		}
 		s.succeeded()
@@ -249,7 +249,7 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 	out, odd := merge(rd, f, s.Name(), own)
 	s.warnMismatches(odd)
 	s.checkEnergy(rd, out)
-	s.keepSources(out)
+	s.keepSources(out, s.freshAt(f, s.clock.Now()))
 	out.DCGMExporter = s.health()
 	out.DCGMExporter.PageAgeSeconds = age
 	out.DCGMExporter.GPUsMatched = s.matched(rd, f)
