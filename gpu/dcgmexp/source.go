@@ -246,8 +246,9 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 				"url", s.name, "gpus", len(frozen), "uuids", strings.Join(firstN(frozen, maxListed), ","), "max_age", s.maxAge, "held", held)
 		}
 	}
-	out, odd := merge(rd, f, s.Name(), own)
+	out, odd, other := merge(rd, f, s.Name(), own)
 	s.warnMismatches(odd)
+	s.warnOtherInstances(other)
 	s.checkEnergy(rd, out)
 	s.keepSources(out, s.freshAt(f, s.clock.Now()))
 	out.DCGMExporter = s.health()
@@ -514,9 +515,12 @@ func (s *Source) ownCounters(rd *gpu.Readings) map[string]bool {
 // inner source's: filling a sample whose own read of it failed would turn
 // the counter back, a counter reset to its readers. A MIG GPU without
 // activity of its own whose instances' activity comes from DCGM gets that
-// Source, with no ratios. It also returns the device-level fields whose
-// copies on the instance series disagree. rd itself is not modified.
-func merge(rd *gpu.Readings, f Fields, backend string, ownEnergy map[string]bool) (*gpu.Readings, []mismatch) {
+// Source, with no ratios. An instance series whose GPU_I_PROFILE is not
+// the profile of the host's instance at its GPU_I_ID (sameProfile) fills
+// nothing of that instance: another's figures. It also returns the
+// device-level fields whose copies on the instance series disagree, and
+// the instance series left out. rd itself is not modified.
+func merge(rd *gpu.Readings, f Fields, backend string, ownEnergy map[string]bool) (*gpu.Readings, []mismatch, []otherInstance) {
 	out := *rd
 	if backend != "" {
 		out.Backend = backend
@@ -525,6 +529,7 @@ func merge(rd *gpu.Readings, f Fields, backend string, ownEnergy map[string]bool
 	copy(out.Devices, rd.Devices)
 	gis := instances(f)
 	var odd []mismatch
+	var other []otherInstance
 	for i := range out.Devices {
 		d := &out.Devices[i]
 		if !d.Up {
@@ -562,6 +567,10 @@ func merge(rd *gpu.Readings, f Fields, backend string, ownEnergy map[string]bool
 			if v == nil {
 				continue
 			}
+			if !sameProfile(m.Profile, v.Profile) {
+				other = append(other, otherInstance{UUID: d.UUID, GI: m.GPUInstanceID, Page: v.Profile, Profile: m.Profile})
+				continue
+			}
 			if fillActivity(&m.Activity, v) && migSource != ActivityDCGMGREngine {
 				migSource = m.Activity.Source // the weaker figure wins
 			}
@@ -574,7 +583,7 @@ func merge(rd *gpu.Readings, f Fields, backend string, ownEnergy map[string]bool
 			a.Source = migSource
 		}
 	}
-	return &out, odd
+	return &out, odd, other
 }
 
 // Activity sources the dcgm-exporter source sets.
