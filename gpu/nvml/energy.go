@@ -32,6 +32,13 @@ func (rd *devReader) readEnergy(d *gpu.Device, mJ uint64) *float64 {
 	return gpu.Float(v)
 }
 
+// noEnergy notes a sample of d read without its energy counter (the read
+// failed): the GPU's power limit at it still bounds the counter's next
+// step (package energyguard, Guard.See).
+func (rd *devReader) noEnergy(d *gpu.Device) {
+	rd.ds.energy.See(energyguard.Watts(d.PowerLimitW))
+}
+
 // logEnergy logs a line about the GPU's energy counter, at most once per
 // energyLogEvery per GPU and kind.
 func (rd *devReader) logEnergy(kind string, keyvals ...any) {
