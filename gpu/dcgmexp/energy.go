@@ -23,13 +23,14 @@ type pageEnergy struct {
 // backend does its own: a reading that does not follow from the last one
 // taken (a 0 between true readings, a value ahead by more than the GPU can
 // draw) is left out, the sample read without its counter, and logged at
-// most once a minute per GPU. The bound on the draw is twice the highest power
-// limit the inner source read since the last reading taken: the guard
-// sees the limit of a sample without the page's counter too (a failed
-// scrape, a page without it). A reading the guard took that repeats the last one
-// taken (a page not refreshed since: dcgm-exporter collects every -c,
-// 30 s by default) is marked gpu.Device.EnergyRepeated. out's devices are
-// its own (merge's copy).
+// most once a minute per GPU. The bound on the draw is twice the highest
+// power limit the inner source read since the last reading taken: the
+// guard sees the limit of a sample without the page's counter too (a
+// failed scrape, a page without it). A reading the guard took that
+// repeats the last one taken (a page not refreshed since: dcgm-exporter
+// collects every -c, 30 s by default) is marked gpu.Device.EnergyRepeated.
+// out's devices are its own (merge's copy), or rd's (without) where the
+// page gave no counter.
 func (s *Source) checkEnergy(rd, out *gpu.Readings) {
 	at := rd.Time
 	if at.IsZero() {

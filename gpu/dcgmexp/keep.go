@@ -50,15 +50,14 @@ func (s *Source) freshAt(f Fields, now time.Time) map[Key]time.Time {
 // keepSources notes the DCGM activity source of each GPU and MIG
 // instance of out, and gives one without activity (a failed scrape, a
 // page that lacked it, a frozen page) the source it last had from a page,
-// without ratios, until that page (fresh: when it was last fresh, by
-// freshAt; nil or a key not in it: now) is older than the maximum age, so
-// that a frozen page's source goes at the maximum age after its last
-// fresh page, with its figures, not one maximum age after they went: the activity_source
-// of vgpu_gpu_info names where the ratios come from, not whether this
-// sample has one, and a dcgm-exporter restart (a failed scrape or a few)
-// does not change it, as one sample GPM misses does not. out's devices and
-// instances are copied before they are changed (they may be the inner
-// source's).
+// without ratios, until that page is older than the maximum age, as of
+// when it was last fresh (fresh, by freshAt; nil or a key not in it:
+// now): a frozen page's source goes with its figures, not one maximum age
+// after them. The activity_source of vgpu_gpu_info names where the ratios
+// come from, not whether this sample has one, and a dcgm-exporter restart
+// (a failed scrape or a few) does not change it, as one sample GPM misses
+// does not. out's devices and instances are copied before they are
+// changed (they may be the inner source's).
 func (s *Source) keepSources(out *gpu.Readings, fresh map[Key]time.Time) {
 	now := s.clock.Now()
 	s.mu.Lock()

@@ -111,7 +111,7 @@ type Source struct {
 	sources map[Key]sourceSeen
 
 	// warns bounds the warnings but a failed scrape's, by kind and host
-	// GPU (warnKey): one GPU's does not hold back another's.
+	// GPU (allowWarn): one GPU's does not hold back another's.
 	warns *ratelog.Keyed
 }
 
@@ -259,9 +259,10 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 
 // matched returns how many of rd's GPUs that are up the page f has a
 // series for (of the whole GPU or of one of its MIG instances), and warns
-// (at most once a minute per GPU missing) when it lacks some: a page of another host's
-// dcgm-exporter (a Kubernetes Service routing to another node), or one
-// without the fields read, is scraped without error and fills nothing.
+// (at most once a minute per GPU missing) when it lacks some: a page of
+// another host's dcgm-exporter (a Kubernetes Service routing to another
+// node), or one without the fields read, is scraped without error and
+// fills nothing.
 func (s *Source) matched(rd *gpu.Readings, f Fields) int {
 	pageUUIDs := map[string]bool{}
 	for k := range f {

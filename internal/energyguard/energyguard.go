@@ -99,9 +99,9 @@ func (g *Guard) See(watts float64) {
 }
 
 // Take says whether the reading v (J) at at, on a GPU drawing at most
-// watts now, is served. The first reading,
-// and one that follows from the last taken, are. One that does not (ahead
-// by more than the GPU can draw, or behind) is refused, a sample read
+// watts now, is served. The first reading, and one that follows from the
+// last taken, are. One that does not (ahead by more than the GPU can
+// draw, or behind) is refused, a sample read
 // without its counter: the last taken stays what the next is checked
 // against, so that a glitch neither turns the counter served back nor
 // bills the energy it never counted. Confirm refused readings in a row
