@@ -116,7 +116,7 @@ type meterState struct {
 	// drawSince is, by GPU UUID, the most the GPU could draw (jumpWatts)
 	// at any sample since prevEnergy was read, that one included: a limit
 	// lowered since bounds none of the energy drawn before.
-	drawSince map[string]float64
+	drawSince map[string]*energyguard.Draw
 	// seen are the figures some time metered for a tenant on a GPU knew.
 	seen map[meterKey]figures
 	// owed are, by GPU UUID, the samples that metered a GPU read without
@@ -145,7 +145,7 @@ const (
 )
 
 func newMeterState() meterState {
-	return meterState{prevEnergy: map[string]float64{}, prevEnergyAt: map[string]time.Time{}, drawSince: map[string]float64{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{},
+	return meterState{prevEnergy: map[string]float64{}, prevEnergyAt: map[string]time.Time{}, drawSince: map[string]*energyguard.Draw{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{},
 		seen: map[meterKey]figures{}, owed: map[string]*owedEnergy{}}
 }
 
@@ -417,18 +417,22 @@ type energyReading struct {
 // GPU could draw at any sample since the previous reading (drawSince): a
 // power limit lowered since does not bound the energy drawn before it.
 func (m *meterState) counter(d *gpu.Device, at time.Time) energyReading {
-	c := m.reading(d, at)
-	if w := jumpWatts(d); c.e != nil {
-		m.drawSince[d.UUID] = w // the reading the next increase counts from
-	} else {
-		m.drawSince[d.UUID] = max(m.drawSince[d.UUID], w)
+	draw := m.drawSince[d.UUID]
+	if draw == nil {
+		draw = &energyguard.Draw{}
+		m.drawSince[d.UUID] = draw
+	}
+	w := jumpWatts(d)
+	c := m.reading(d, at, draw.See(w))
+	if c.e != nil {
+		draw.From(w) // the reading the next increase counts from
 	}
 	return c
 }
 
-// reading is counter's judgement of d's counter, before the draw since is
-// kept.
-func (m *meterState) reading(d *gpu.Device, at time.Time) energyReading {
+// reading is counter's judgement of d's counter, the GPU drawing at most
+// watts since the previous reading.
+func (m *meterState) reading(d *gpu.Device, at time.Time, watts float64) energyReading {
 	e := d.EnergyJoules
 	if e == nil {
 		return energyReading{}
@@ -441,7 +445,7 @@ func (m *meterState) reading(d *gpu.Device, at time.Time) energyReading {
 		return energyReading{}
 	}
 	span := at.Sub(m.prevEnergyAt[d.UUID])
-	most := max(jumpWatts(d), m.drawSince[d.UUID]) * (span + jumpSlack).Seconds()
+	most := watts * (span + jumpSlack).Seconds()
 	switch {
 	case *e < prev && *e <= maxDrawWatts*span.Seconds():
 		return energyReading{e: e} // a reload

@@ -23,11 +23,14 @@ type pageEnergy struct {
 // backend does its own: a reading that does not follow from the last one
 // taken (a 0 between true readings, a value ahead by more than the GPU can
 // draw) is left out, the sample read without its counter, and logged at
-// most once a minute. The bound on the draw is twice the power limit the
-// inner source read. A reading the guard took that repeats the last one
-// taken (a page not refreshed since: dcgm-exporter collects every -c,
-// 30 s by default) is marked gpu.Device.EnergyRepeated. out's devices are
-// its own (merge's copy).
+// most once a minute per GPU. The bound on the draw is twice the highest
+// power limit the inner source read since the last reading taken: the
+// guard sees the limit of a sample without the page's counter too (a
+// failed scrape, a page without it). A reading the guard took that
+// repeats the last one taken (a page not refreshed since: dcgm-exporter
+// collects every -c, 30 s by default) is marked gpu.Device.EnergyRepeated.
+// out's devices are its own (merge's copy), or rd's (without) where the
+// page gave no counter.
 func (s *Source) checkEnergy(rd, out *gpu.Readings) {
 	at := rd.Time
 	if at.IsZero() {
@@ -37,23 +40,31 @@ func (s *Source) checkEnergy(rd, out *gpu.Readings) {
 	defer s.mu.Unlock()
 	for i := range out.Devices {
 		d := &out.Devices[i]
-		if d.EnergyJoules == nil || i >= len(rd.Devices) || rd.Devices[i].EnergyJoules != nil {
+		if i >= len(rd.Devices) || rd.Devices[i].EnergyJoules != nil {
+			continue
+		}
+		if d.EnergyJoules == nil {
+			if pe := s.energy[d.UUID]; pe != nil && d.Up {
+				pe.guard.See(energyguard.Watts(d.PowerLimitW))
+			}
 			continue
 		}
 		pe := s.pageEnergyOf(d.UUID)
-		v, last, watts := *d.EnergyJoules, pe.guard.Last(), energyguard.Watts(d.PowerLimitW)
+		v, last := *d.EnergyJoules, pe.guard.Last()
 		repeated := pe.guard.Repeats(v)
-		ok, relevel := pe.guard.Take(v, at, watts)
+		ok, relevel := pe.guard.Take(v, at, energyguard.Watts(d.PowerLimitW))
 		d.EnergyRepeated = ok && repeated
 		switch {
-		case relevel && s.energyLimit.AllowN(s.clock.Now(), 1):
-			level.Warn(s.logger).Log("msg", "dcgm-exporter page's energy counter taken at a new level after readings in a row agreed with it (logged at most once a minute)",
-				"url", s.name, "uuid", d.UUID, "joules", v, "was", last)
+		case relevel:
+			if held, ok := s.allowWarn("energy-relevel", []string{d.UUID}); ok {
+				level.Warn(s.logger).Log("msg", "dcgm-exporter page's energy counter taken at a new level after readings in a row agreed with it (logged at most once a minute per GPU)",
+					"url", s.name, "uuid", d.UUID, "joules", v, "was", last, "held", held)
+			}
 		case !ok:
 			d.EnergyJoules = nil
-			if s.energyLimit.AllowN(s.clock.Now(), 1) {
-				level.Warn(s.logger).Log("msg", "dcgm-exporter page's energy counter refused: not where the last one allows; sample read without it (logged at most once a minute)",
-					"url", s.name, "uuid", d.UUID, "joules", v, "last", last, "max_watts", watts)
+			if held, ok := s.allowWarn("energy-refused", []string{d.UUID}); ok {
+				level.Warn(s.logger).Log("msg", "dcgm-exporter page's energy counter refused: not where the last one allows; sample read without it (logged at most once a minute per GPU)",
+					"url", s.name, "uuid", d.UUID, "joules", v, "last", last, "max_watts", pe.guard.Bound(), "held", held)
 			}
 		}
 	}
@@ -65,12 +76,12 @@ func (s *Source) checkEnergy(rd, out *gpu.Readings) {
 // its last page for good, without timestamps and with /health fine, its
 // ratios those of a past it no longer reads. Those GPUs are stale, left
 // out as if the page lacked them (and so not counted matched); it returns
-// how many.
-func (s *Source) frozen(rd *gpu.Readings, f Fields, now time.Time) int {
+// their UUIDs.
+func (s *Source) frozen(rd *gpu.Readings, f Fields, now time.Time) []string {
 	gis := instances(f)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
+	var out []string
 	done := map[string]bool{}
 	for _, d := range rd.Devices {
 		if !d.Up || done[d.UUID] {
@@ -94,9 +105,9 @@ func (s *Source) frozen(rd *gpu.Readings, f Fields, now time.Time) int {
 				delete(f, k)
 			}
 		}
-		n++
+		out = append(out, d.UUID)
 	}
-	return n
+	return out
 }
 
 // pageEnergyOf is what is kept of GPU uuid's page energy counter, made at

@@ -155,3 +155,30 @@ func TestParseSkipsDCGMBlanks(t *testing.T) {
 		}
 	}
 }
+
+// The page's counter was bounded by the power limit NVML read at the
+// sample that read it: a limit raised while the page was down or lacked
+// the counter, and lowered again before it came back, left the energy
+// drawn at the raised limit refused. The guard now sees the limit of
+// every sample since the last reading taken.
+func TestPageEnergyBoundedByTheLimitSinceTheLastReading(t *testing.T) {
+	const s = 777_600_000_000 // mJ
+	for _, gap := range []struct{ name, page string }{{"page down", ""}, {"page without the counter", "# nothing\n"}} {
+		t.Run(gap.name, func(t *testing.T) {
+			srv := pages(t, energyPage(fmt.Sprint(s)), gap.page, gap.page, energyPage(fmt.Sprint(s+650*3500*1000)))
+			inner := &fakeSource{}
+			src := newSource(t, inner, Options{URL: srv.URL})
+			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			for i, c := range []struct {
+				at    time.Duration
+				limit float64 // W
+			}{{0, 100}, {time.Minute, 700}, {59 * time.Minute, 100}, {time.Hour, 100}} {
+				inner.rd = &gpu.Readings{Time: t0.Add(c.at), Devices: []gpu.Device{{UUID: uuidA, Up: true, PowerLimitW: gpu.Float(c.limit)}}}
+				got := sampleOnce(t, src).Devices[0].EnergyJoules
+				if want := i == 0 || i == 3; (got != nil) != want {
+					t.Errorf("sample %d at %v: counter %s, want served %v", i, c.at, show(got), want)
+				}
+			}
+		})
+	}
+}

@@ -50,6 +50,9 @@ type Values struct {
 	// Time is the oldest timestamp of the lines whose values were kept;
 	// zero when none carried one (dcgm-exporter's own pages carry none).
 	Time time.Time
+	// Profile is the GPU_I_PROFILE label of a MIG instance's first line
+	// that has one ("3g.71gb"), at most maxQuoted bytes; "" where none.
+	Profile string
 }
 
 // Fields are the parsed DCGM fields by GPU and MIG instance.
@@ -276,7 +279,7 @@ func (p *parser) line(b []byte) error {
 	}
 	name := f.name
 	s := sample{b: rest}
-	uuid, lowerUUID, gi, err := s.labels()
+	uuid, lowerUUID, gi, profile, err := s.labels()
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -337,6 +340,9 @@ func (p *parser) line(b []byte) error {
 		vals = &Values{}
 		p.out[k] = vals
 	}
+	if vals.Profile == "" && k.GI >= 0 && len(profile) > 0 {
+		vals.Profile = clip.Bytes(profile, maxQuoted)
+	}
 	times := p.times[k]
 	if times == nil {
 		times = make([]time.Time, len(fields))
@@ -366,40 +372,40 @@ func (s *sample) skipSpace() {
 }
 
 // labels reads an optional {name="value",...} and returns the values of
-// UUID, uuid and GPU_I_ID (nil when absent).
-func (s *sample) labels() (uuid, lowerUUID, gi []byte, err error) {
+// UUID, uuid, GPU_I_ID and GPU_I_PROFILE (nil when absent).
+func (s *sample) labels() (uuid, lowerUUID, gi, profile []byte, err error) {
 	s.skipSpace()
 	if len(s.b) == 0 || s.b[0] != '{' {
-		return nil, nil, nil, nil
+		return nil, nil, nil, nil, nil
 	}
 	s.b = s.b[1:]
 	for {
 		s.skipSpace()
 		if len(s.b) == 0 {
-			return nil, nil, nil, errors.New("unclosed label set")
+			return nil, nil, nil, nil, errors.New("unclosed label set")
 		}
 		if s.b[0] == '}' {
 			s.b = s.b[1:]
-			return uuid, lowerUUID, gi, nil
+			return uuid, lowerUUID, gi, profile, nil
 		}
 		i := 0
 		for i < len(s.b) && (s.b[i] == '_' || s.b[i] >= 'a' && s.b[i] <= 'z' || s.b[i] >= 'A' && s.b[i] <= 'Z' || i > 0 && s.b[i] >= '0' && s.b[i] <= '9') {
 			i++
 		}
 		if i == 0 {
-			return nil, nil, nil, fmt.Errorf("invalid label name at %s", clip.Bytes(s.b, maxQuoted))
+			return nil, nil, nil, nil, fmt.Errorf("invalid label name at %s", clip.Bytes(s.b, maxQuoted))
 		}
 		lname := s.b[:i]
 		s.b = s.b[i:]
 		s.skipSpace()
 		if len(s.b) == 0 || s.b[0] != '=' {
-			return nil, nil, nil, fmt.Errorf("label %s: want '='", lname)
+			return nil, nil, nil, nil, fmt.Errorf("label %s: want '='", lname)
 		}
 		s.b = s.b[1:]
 		s.skipSpace()
 		val, err := s.quoted()
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("label %s: %w", lname, err)
+			return nil, nil, nil, nil, fmt.Errorf("label %s: %w", lname, err)
 		}
 		switch string(lname) {
 		case "UUID":
@@ -408,6 +414,8 @@ func (s *sample) labels() (uuid, lowerUUID, gi []byte, err error) {
 			lowerUUID = val
 		case "GPU_I_ID":
 			gi = val
+		case "GPU_I_PROFILE":
+			profile = val
 		}
 		s.skipSpace()
 		switch {
@@ -415,7 +423,7 @@ func (s *sample) labels() (uuid, lowerUUID, gi []byte, err error) {
 			s.b = s.b[1:]
 		case len(s.b) > 0 && s.b[0] == '}':
 		default:
-			return nil, nil, nil, fmt.Errorf("label %s: want ',' or '}' after its value", lname)
+			return nil, nil, nil, nil, fmt.Errorf("label %s: want ',' or '}' after its value", lname)
 		}
 	}
 }

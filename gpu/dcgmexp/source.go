@@ -29,6 +29,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/headercap"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/redirect"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/urlmask"
 )
@@ -51,8 +52,9 @@ type Options struct {
 	// MaxBytes bounds the size of the page; 0 means DefaultMaxBytes.
 	MaxBytes int64
 	// Logger receives scrape failures (at most one warning a minute, the
-	// first at once) and skipped series (at most one warning a minute);
-	// nil discards.
+	// first at once), skipped series (at most one warning a minute) and
+	// the warnings of a host GPU (each GPU's at most once a minute of
+	// each kind); nil discards.
 	Logger log.Logger
 	// MaxAge bounds the age of a series whose line carries a timestamp:
 	// one older at the sample is stale, left out of the readings (and
@@ -99,22 +101,29 @@ type Source struct {
 	failLimit  *rate.Limiter        // warnings of a failure that differs from the last
 	suppressed int                  // failure warnings held back since the last one
 	failLogged bool                 // the failures since the last success were logged
-	skipLimit  *rate.Limiter        // warnings of skipped series
-	staleLimit *rate.Limiter        // warnings of stale series
-	matchLimit *rate.Limiter        // warnings of host GPUs the page lacks
 	mismatched map[mismatchKey]bool // device-level fields whose disagreement was logged
 	// ownEnergy are the GPUs, by UUID, whose energy counter the inner
 	// source has read: the page's copy of it never fills theirs.
 	ownEnergy map[string]bool
 	// energy are the guards of the page's energy counters, by UUID.
-	energy      map[string]*pageEnergy
-	energyLimit *rate.Limiter // warnings of refused energy readings
+	energy map[string]*pageEnergy
 	// sources are the activity sources pages last gave (keepSources).
 	sources map[Key]sourceSeen
+
+	// warns bounds the warnings but a failed scrape's, by kind and host
+	// GPU (allowWarn): one GPU's does not hold back another's.
+	warns *ratelog.Keyed
 }
 
-// warnEvery is the least time between two warnings of one kind.
+// warnEvery is the least time between two warnings of one kind (of one
+// GPU where the warning is a GPU's).
 const warnEvery = time.Minute
+
+// warnKeys bounds the keys of the warnings kept (and the lines written in
+// a warnEvery): a key is a kind and a host GPU's UUID (and GPU_I_ID), never
+// a name the page alone gives, so the keys grow with the host's GPUs only;
+// 32 GPUs of a few kinds each fit.
+const warnKeys = 256
 
 var _ gpu.Source = (*Source)(nil)
 
@@ -136,10 +145,8 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 	}
 	s := &Source{inner: inner, url: u.String(), name: urlmask.DisplayURL(u.String()), timeout: opts.Timeout, maxBytes: opts.MaxBytes, maxAge: opts.MaxAge,
 		logger: opts.Logger, client: opts.Client, clock: opts.Clock,
-		failLimit: rate.NewLimiter(rate.Every(warnEvery), 1), skipLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
-		staleLimit: rate.NewLimiter(rate.Every(warnEvery), 1), matchLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
-		ownEnergy: map[string]bool{}, energy: map[string]*pageEnergy{}, energyLimit: rate.NewLimiter(rate.Every(warnEvery), 1),
-		sources: map[Key]sourceSeen{}}
+		failLimit: rate.NewLimiter(rate.Every(warnEvery), 1), warns: ratelog.NewKeyed(warnEvery, warnKeys),
+		ownEnergy: map[string]bool{}, energy: map[string]*pageEnergy{}, sources: map[Key]sourceSeen{}}
 	if s.clock == nil {
 		s.clock = gpu.RealClock{}
 	}
@@ -214,7 +221,8 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 		h := s.health()
 		s.mu.Unlock()
 		out := without(rd, h, s.Name())
-		s.keepSources(out)
+		s.checkEnergy(rd, out)
+		s.keepSources(out, nil)
 		return out, nil
 	default:
 		if f, err = s.scrape(ctx); err != nil {
@@ -225,25 +233,24 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 			}
 			s.failed(err)
 			out := without(rd, s.health(), s.Name())
-			s.keepSources(out)
+			s.checkEnergy(rd, out)
+			s.keepSources(out, nil)
 			return out, nil
 		}
 		s.succeeded()
 	}
-	f, age := s.fresh(f)
-	if n := s.frozen(rd, f, s.clock.Now()); n > 0 {
-		s.mu.Lock()
-		ok := s.staleLimit.AllowN(s.clock.Now(), 1)
-		s.mu.Unlock()
-		if ok {
-			level.Warn(s.logger).Log("msg", "dcgm-exporter page's energy counter unmoved past the maximum age while NVML reads the GPU drawing power: a frozen page, its figures left out (logged at most once a minute)",
-				"url", s.name, "gpus", n, "max_age", s.maxAge)
+	f, age := s.fresh(f, rd)
+	if frozen := s.frozen(rd, f, s.clock.Now()); len(frozen) > 0 {
+		if held, ok := s.allowWarn("frozen", frozen); ok {
+			level.Warn(s.logger).Log("msg", "dcgm-exporter page's energy counter unmoved past the maximum age while NVML reads the GPU drawing power: a frozen page, its figures left out (logged at most once a minute per GPU)",
+				"url", s.name, "gpus", len(frozen), "uuids", strings.Join(firstN(frozen, maxListed), ","), "max_age", s.maxAge, "held", held)
 		}
 	}
-	out, odd := merge(rd, f, s.Name(), own)
+	out, odd, other := merge(rd, f, s.Name(), own)
 	s.warnMismatches(odd)
+	s.warnOtherInstances(other)
 	s.checkEnergy(rd, out)
-	s.keepSources(out)
+	s.keepSources(out, s.freshAt(f, s.clock.Now()))
 	out.DCGMExporter = s.health()
 	out.DCGMExporter.PageAgeSeconds = age
 	out.DCGMExporter.GPUsMatched = s.matched(rd, f)
@@ -252,9 +259,10 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Readings, error) {
 
 // matched returns how many of rd's GPUs that are up the page f has a
 // series for (of the whole GPU or of one of its MIG instances), and warns
-// (at most once a minute) when it lacks some: a page of another host's
-// dcgm-exporter (a Kubernetes Service routing to another node), or one
-// without the fields read, is scraped without error and fills nothing.
+// (at most once a minute per GPU missing) when it lacks some: a page of
+// another host's dcgm-exporter (a Kubernetes Service routing to another
+// node), or one without the fields read, is scraped without error and
+// fills nothing.
 func (s *Source) matched(rd *gpu.Readings, f Fields) int {
 	pageUUIDs := map[string]bool{}
 	for k := range f {
@@ -277,20 +285,32 @@ func (s *Source) matched(rd *gpu.Readings, f Fields) int {
 	if len(missing) == 0 {
 		return n
 	}
-	s.mu.Lock()
-	ok := s.matchLimit.AllowN(s.clock.Now(), 1)
-	s.mu.Unlock()
-	if ok {
+	if held, ok := s.allowWarn("missing", missing); ok {
 		seen := slices.Sorted(maps.Keys(pageUUIDs))
-		level.Warn(s.logger).Log("msg", "dcgm-exporter page has no current DCGM fields for some GPUs of this host (logged at most once a minute)",
+		level.Warn(s.logger).Log("msg", "dcgm-exporter page has no current DCGM fields for some GPUs of this host (logged at most once a minute per GPU)",
 			"url", s.name, "gpus_up", len(host), "gpus_matched", n, "missing", strings.Join(firstN(missing, maxListed), ","),
-			"page_gpus", len(seen), "page_uuids", strings.Join(firstN(seen, maxListed), ","))
+			"page_gpus", len(seen), "page_uuids", strings.Join(firstN(seen, maxListed), ","), "held", held)
 	}
 	return n
 }
 
 // maxListed is how many UUIDs a warning lists.
 const maxListed = 8
+
+// allowWarn notes a warning of kind for each of the host's GPUs keys
+// (their UUIDs, or UUID/GPU_I_ID) and says whether a line may be written:
+// when the warning of one of them may (each key's at most once per
+// warnEvery, apart from the others). held counts the warnings of the keys
+// allowed held back since their last line.
+func (s *Source) allowWarn(kind string, keys []string) (held int64, ok bool) {
+	now := s.clock.Now()
+	for _, k := range keys {
+		if h, allowed := s.warns.NoteAt(kind+"/"+k, now); allowed {
+			held, ok = held+h, true
+		}
+	}
+	return held, ok
+}
 
 // firstN returns the first n of l, with "..." after them when l is longer.
 func firstN(l []string, n int) []string {
@@ -301,12 +321,18 @@ func firstN(l []string, n int) []string {
 }
 
 // fresh drops from f the series whose timestamp is older than the maximum
-// age now (logged at most once a minute) and returns the page's age: that
+// age now (logged at most once a minute per GPU of rd, the host's, and
+// once a minute for those of other GPUs) and returns the page's age: that
 // of its oldest timestamp, nil when no line carried one.
-func (s *Source) fresh(f Fields) (Fields, *float64) {
+func (s *Source) fresh(f Fields, rd *gpu.Readings) (Fields, *float64) {
 	now := s.clock.Now()
 	var oldest time.Time
 	stale := 0
+	var keys []string // the host's GPUs with a stale series; "" for others
+	host := map[string]bool{}
+	for _, d := range rd.Devices {
+		host[d.UUID] = true
+	}
 	for k, v := range f {
 		if v.Time.IsZero() {
 			continue
@@ -317,6 +343,13 @@ func (s *Source) fresh(f Fields) (Fields, *float64) {
 		if now.Sub(v.Time) > s.maxAge {
 			delete(f, k)
 			stale++
+			key := ""
+			if host[k.UUID] {
+				key = k.UUID
+			}
+			if !slices.Contains(keys, key) {
+				keys = append(keys, key)
+			}
 		}
 	}
 	if oldest.IsZero() {
@@ -324,12 +357,9 @@ func (s *Source) fresh(f Fields) (Fields, *float64) {
 	}
 	age := max(now.Sub(oldest), 0)
 	if stale > 0 {
-		s.mu.Lock()
-		ok := s.staleLimit.AllowN(now, 1)
-		s.mu.Unlock()
-		if ok {
-			level.Warn(s.logger).Log("msg", "dcgm-exporter series older than the maximum age left out (logged at most once a minute)",
-				"url", s.name, "gpus_and_instances", stale, "oldest", oldest.UTC().Format(time.RFC3339Nano), "max_age", s.maxAge)
+		if held, ok := s.allowWarn("stale", keys); ok {
+			level.Warn(s.logger).Log("msg", "dcgm-exporter series older than the maximum age left out (logged at most once a minute per GPU)",
+				"url", s.name, "gpus_and_instances", stale, "oldest", oldest.UTC().Format(time.RFC3339Nano), "max_age", s.maxAge, "held", held)
 		}
 	}
 	secs := age.Seconds()
@@ -448,11 +478,9 @@ func (s *Source) scrape(ctx context.Context) (Fields, error) {
 		return nil, fmt.Errorf("GET %s: %w", s.name, err)
 	}
 	if len(warnings) > 0 {
-		s.mu.Lock()
-		ok := s.skipLimit.AllowN(s.clock.Now(), 1)
-		s.mu.Unlock()
-		if ok {
-			level.Warn(s.logger).Log("msg", "dcgm-exporter series skipped (logged at most once a minute)", "url", s.name, "warnings", len(warnings), "first", warnings[0])
+		// the page's, not a host GPU's: one key
+		if held, ok := s.allowWarn("skipped", []string{""}); ok {
+			level.Warn(s.logger).Log("msg", "dcgm-exporter series skipped (logged at most once a minute)", "url", s.name, "warnings", len(warnings), "first", warnings[0], "held", held)
 		}
 	}
 	return f, nil
@@ -488,9 +516,12 @@ func (s *Source) ownCounters(rd *gpu.Readings) map[string]bool {
 // inner source's: filling a sample whose own read of it failed would turn
 // the counter back, a counter reset to its readers. A MIG GPU without
 // activity of its own whose instances' activity comes from DCGM gets that
-// Source, with no ratios. It also returns the device-level fields whose
-// copies on the instance series disagree. rd itself is not modified.
-func merge(rd *gpu.Readings, f Fields, backend string, ownEnergy map[string]bool) (*gpu.Readings, []mismatch) {
+// Source, with no ratios. An instance series whose GPU_I_PROFILE is not
+// the profile of the host's instance at its GPU_I_ID (sameProfile) fills
+// nothing of that instance: another's figures. It also returns the
+// device-level fields whose copies on the instance series disagree, and
+// the instance series left out. rd itself is not modified.
+func merge(rd *gpu.Readings, f Fields, backend string, ownEnergy map[string]bool) (*gpu.Readings, []mismatch, []otherInstance) {
 	out := *rd
 	if backend != "" {
 		out.Backend = backend
@@ -499,6 +530,7 @@ func merge(rd *gpu.Readings, f Fields, backend string, ownEnergy map[string]bool
 	copy(out.Devices, rd.Devices)
 	gis := instances(f)
 	var odd []mismatch
+	var other []otherInstance
 	for i := range out.Devices {
 		d := &out.Devices[i]
 		if !d.Up {
@@ -536,6 +568,10 @@ func merge(rd *gpu.Readings, f Fields, backend string, ownEnergy map[string]bool
 			if v == nil {
 				continue
 			}
+			if !sameProfile(m.Profile, v.Profile) {
+				other = append(other, otherInstance{UUID: d.UUID, GI: m.GPUInstanceID, Page: v.Profile, Profile: m.Profile})
+				continue
+			}
 			if fillActivity(&m.Activity, v) && migSource != ActivityDCGMGREngine {
 				migSource = m.Activity.Source // the weaker figure wins
 			}
@@ -548,7 +584,7 @@ func merge(rd *gpu.Readings, f Fields, backend string, ownEnergy map[string]bool
 			a.Source = migSource
 		}
 	}
-	return &out, odd
+	return &out, odd, other
 }
 
 // Activity sources the dcgm-exporter source sets.

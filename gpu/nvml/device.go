@@ -194,6 +194,8 @@ func (rd *devReader) readBasic(d *gpu.Device) {
 			rd.skip(symEnergy)
 		} else if v, r := h.GetTotalEnergyConsumption(); rd.ok("nvmlDeviceGetTotalEnergyConsumption", r) {
 			d.EnergyJoules = rd.readEnergy(d, v)
+		} else {
+			rd.noEnergy(d)
 		}
 	}, func() {
 		if v, r := h.GetPersistenceMode(); rd.ok("nvmlDeviceGetPersistenceMode", r) {

@@ -178,3 +178,32 @@ func TestEnergySpikeNotBilled(t *testing.T) {
 		t.Fatalf("no meter of tenant a on GPU 0: %+v", snap.Meters)
 	}
 }
+
+// A step of the counter was bounded by the power limit at the reading that
+// ends it: a limit raised while the counter's reads failed, and lowered
+// again before they came back, left the energy drawn at the raised limit
+// refused. The limit of a sample whose read failed now bounds the next
+// step too.
+func TestEnergyBoundedByTheLimitWhileUnread(t *testing.T) {
+	f := newFixture(t, dgxh100.New())
+	const after = energyStart + 650*3500*1000 // mJ: 650 W for most of an hour
+	reads := []uint64{energyStart, 0, 0, after}
+	limits := []uint32{100_000, 700_000, 100_000, 100_000} // mW
+	i := 0
+	f.devs[0].GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) {
+		if reads[i] == 0 {
+			return 0, nvml.ERROR_NOT_SUPPORTED
+		}
+		return reads[i], nvml.SUCCESS
+	}
+	f.devs[0].GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return limits[i], nvml.SUCCESS }
+	b := f.backend()
+	for _, step := range []time.Duration{time.Minute, 58 * time.Minute, time.Minute, 0} {
+		d := sample(t, b).Devices[0]
+		if want := reads[i] != 0; (d.EnergyJoules != nil) != want {
+			t.Errorf("sample %d (limit %d mW): energy %v, want served %v", i, limits[i], d.EnergyJoules, want)
+		}
+		f.clock.Advance(step)
+		i++
+	}
+}
