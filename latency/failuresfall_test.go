@@ -2,8 +2,11 @@ package latency
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
 )
 
 // tritonFlat is one model's cumulative counters in a Triton exposition
@@ -171,5 +174,33 @@ func TestRequestDeltaSuccessesAtMostRequests(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTritonRequestCountersJump: Triton's request counters are checked
+// against the rate a server can serve as its histogram is: a success
+// counter that jumps by 10^9 in 15 s while the first responses rise by
+// 10 fails the scrape and is not counted, as a jump of the histogram's
+// count is.
+func TestTritonRequestCountersJump(t *testing.T) {
+	src := &Source{URL: "sim://x", Preset: PresetTriton, Timeout: time.Second, MaxBytes: 1 << 20}
+	tr := newSLOTracker(Spec{Name: "search", Source: src, Objective: &Objective{Quantile: 0.99, Target: 100 * time.Millisecond}, Window: time.Minute})
+	var errs []error
+	for i, m := range []tritonFlat{{"bert", 100, 0, 100}, {"bert", 1_000_000_000, 0, 110}} {
+		fams, err := parseExposition(tritonFlatText(m), expfmt.FmtText, families(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := extract(src, fams)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs = append(errs, tr.observe(time.Unix(int64(15*i), 0), h))
+	}
+	if errs[0] != nil || errs[1] == nil || !strings.Contains(errs[1].Error(), "request counters rose by") {
+		t.Errorf("errors %v; want the jump refused", errs)
+	}
+	if st := tr.Status(); st.RequestsTotal != 0 {
+		t.Errorf("%v requests counted, want none", st.RequestsTotal)
 	}
 }

@@ -350,17 +350,22 @@ func plausibleDelta(prev, cur histo, elapsed time.Duration) (histo, error) {
 // checkMove refuses a delta (cur since prev, or cur alone after a reset)
 // larger than the rates above allow in the elapsed time: a counter that
 // jumps, or falls to rise again by that much, is not counting requests.
+// Where the source counts its requests apart from its histogram (Triton),
+// both are checked.
 func checkMove(d histo, reset bool, elapsed time.Duration) error {
 	secs := math.Max(elapsed.Seconds(), 1)
 	what := "rose by"
 	if reset {
 		what = "restarted (it fell) and reached"
 	}
+	reqs, _, reqSum := d.requests()
 	switch {
 	case d.count > maxRequestRate*secs:
 		return fmt.Errorf("request count %s %v in %s, more than %v requests a second: not a plausible counter", what, d.count, elapsed.Round(time.Millisecond), maxRequestRate)
-	case d.sum > maxLatencyRate*secs:
-		return fmt.Errorf("latency sum %s %v s in %s: not a plausible counter", what, d.sum, elapsed.Round(time.Millisecond))
+	case reqs > maxRequestRate*secs:
+		return fmt.Errorf("request counters %s %v in %s, more than %v requests a second: not a plausible counter", what, reqs, elapsed.Round(time.Millisecond), maxRequestRate)
+	case math.Max(d.sum, reqSum) > maxLatencyRate*secs:
+		return fmt.Errorf("latency sum %s %v s in %s: not a plausible counter", what, math.Max(d.sum, reqSum), elapsed.Round(time.Millisecond))
 	}
 	return nil
 }
