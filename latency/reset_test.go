@@ -128,3 +128,56 @@ func TestResetRuleBothPaths(t *testing.T) {
 		})
 	}
 }
+
+// FuzzResetRule: whatever one series' counters do between two answers,
+// it counts the same alone (the whole answer's delta) as beside an idle
+// series (series by series), never more successes than requests, nor a
+// negative count.
+func FuzzResetRule(f *testing.F) {
+	f.Add(uint8(0), 100.0, 10.0, 50.0, 90.0, 100.0, 10.0, 110.0, 11.0, 55.0, 99.0, 121.0, 5.0)
+	f.Add(uint8(1), 100.0, 10.0, 50.0, 90.0, 100.0, 10.0, 110.0, 11.0, 55.0, 99.0, 90.0, 40.0)
+	f.Add(uint8(2), 0.0, 0.0, 0.0, 0.0, 100.0, 10.0, 0.0, 0.0, 0.0, 0.0, 110.0, 6.0)
+	f.Fuzz(func(t *testing.T, shape uint8, pc, ps, p1, p2, psucc, pfail, cc, cs, c1, c2, csucc, cfail float64) {
+		for _, v := range []float64{pc, ps, p1, p2, psucc, pfail, cc, cs, c1, c2, csucc, cfail} {
+			if !(v >= 0 && v <= 1e12) {
+				return
+			}
+		}
+		mk := func(count, sum, b1, b2, succ, fail float64) shot {
+			b2 = min(b2, count)
+			b1 = min(b1, b2)
+			s := shot{count: count, sum: sum, cum: []float64{b1, b2}}
+			switch shape % 3 {
+			case 1:
+				s.req = &requestCounts{count: succ + fail, timed: succ, sum: succ / 100, succ: succ, set: true}
+			case 2:
+				s = shot{req: &requestCounts{count: succ + fail, timed: succ, sum: succ / 100, succ: succ, set: true}, mean: true}
+			}
+			return s
+		}
+		prev, cur := mk(pc, ps, p1, p2, psucc, pfail), mk(cc, cs, c1, c2, csucc, cfail)
+		idle := mk(7, 0.7, 3, 7, 8, 1)
+		type got struct {
+			reqs, succ, fast float64
+			reset            bool
+		}
+		var seen []got
+		for _, beside := range []bool{false, true} {
+			ps, cs := map[string]shot{"a": prev}, map[string]shot{"a": cur}
+			if beside {
+				ps["b"], cs["b"] = idle, idle
+			}
+			d, reset := seriesDelta(answerOf(ps), answerOf(cs))
+			reqs, _, _ := d.requests()
+			g := got{reqs, d.goodMax(), d.good(0.1), reset}
+			if g.reqs < 0 || g.succ < 0 || g.fast < 0 || (d.req.set && g.succ > g.reqs+1e-9*max(1, g.reqs)) {
+				t.Fatalf("beside an idle series %v: %+v", beside, g)
+			}
+			seen = append(seen, g)
+		}
+		a, b := seen[0], seen[1]
+		if !near(a.reqs, b.reqs) || !near(a.succ, b.succ) || !near(a.fast, b.fast) || a.reset != b.reset {
+			t.Fatalf("alone %+v, beside an idle series %+v", a, b)
+		}
+	})
+}
