@@ -69,7 +69,7 @@ func (j *fallJudge) move() move {
 	return rebased
 }
 
-// judge is the move of one series' counters from prev to cur: its
+// seriesMove is the move of one series' counters from prev to cur: its
 // histogram's (ph to ch; nil: none) and its request counters' (pr to cr;
 // nil: none), together. A histogram's requests are its count; Triton's,
 // its successes and its failures (its first-response histogram and its
@@ -79,7 +79,7 @@ func (j *fallJudge) move() move {
 // request counters' timed requests and duration. A histogram whose
 // buckets have no bound in common with before (the layout changed, as a
 // restart changes it) restarted, where nothing fell.
-func judge(ph, ch *histo, pr, cr *requestCounts) move {
+func seriesMove(ph, ch *histo, pr, cr *requestCounts) move {
 	var j fallJudge
 	if ph != nil && ch != nil {
 		j.requests(ph.count, ch.count)
@@ -109,7 +109,7 @@ func judge(ph, ch *histo, pr, cr *requestCounts) move {
 }
 
 // reqDelta is what a series' request counters count from prev to cur,
-// moved mv (judge). Counted, no field fell: none is below 0, nor, the
+// moved mv (seriesMove). Counted, no field fell: none is below 0, nor, the
 // failures not falling, the successes above the requests but for
 // rounding (8.8-1.9 <= 11.3-4.4, yet 4.4-1.9 > 11.3-8.8).
 func reqDelta(prev, cur requestCounts, mv move) requestCounts {
@@ -125,7 +125,7 @@ func reqDelta(prev, cur requestCounts, mv move) requestCounts {
 }
 
 // histDelta is what a histogram's own counters (count, sum, buckets;
-// timed where mean) count from prev to cur, moved mv (judge); req,
+// timed where mean) count from prev to cur, moved mv (seriesMove); req,
 // series and reqSeries are left out (the caller's). Counted, buckets are
 // taken on the bounds both have.
 func histDelta(prev, cur histo, mv move) histo {
@@ -185,7 +185,7 @@ func wholeDelta(prev, cur histo) (d histo, reset bool) {
 	if cur.req.set {
 		pr, cr = &prev.req, &cur.req
 	}
-	mv := judge(&prev, &cur, pr, cr)
+	mv := seriesMove(&prev, &cur, pr, cr)
 	d = histDelta(prev, cur, mv)
 	if cur.req.set {
 		d.req = reqDelta(prev.req, cur.req, mv)

@@ -43,7 +43,7 @@ func bySeriesDelta(prev, cur histo) (d histo, reset bool) {
 	d.bounds = append([]float64(nil), cur.bounds...)
 	d.cum = make([]float64, len(d.bounds))
 	var req requestCounts
-	judged := map[string]bool{}
+	done := map[string]bool{}
 	for _, k := range sortedKeys(cur.series) {
 		c := cur.series[k]
 		p, ok := prev.series[k]
@@ -58,11 +58,11 @@ func bySeriesDelta(prev, cur histo) (d histo, reset bool) {
 				}
 			}
 		}
-		mv := judge(&p, &c, pr, cr)
+		mv := seriesMove(&p, &c, pr, cr)
 		reset = reset || mv == restarted
 		if cr != nil {
 			req = req.plus(reqDelta(*pr, *cr, mv))
-			judged[k] = true
+			done[k] = true
 		}
 		sd := histDelta(p, c, mv)
 		d.count += sd.count
@@ -77,7 +77,7 @@ func bySeriesDelta(prev, cur histo) (d histo, reset bool) {
 		}
 	}
 	if cur.req.set {
-		rest, r := reqSeriesDelta(prev.reqSeries, cur.reqSeries, judged)
+		rest, r := reqSeriesDelta(prev.reqSeries, cur.reqSeries, done)
 		d.req = req.plus(rest)
 		reset = reset || r
 	}
@@ -117,16 +117,17 @@ func sameSingleKey[V any](a, b map[string]V) bool {
 }
 
 // reqSeriesDelta sums request counters' deltas series by series, by the
-// rules of bySeriesDelta, but of the series judged already.
-func reqSeriesDelta(prev, cur map[string]requestCounts, judged map[string]bool) (d requestCounts, reset bool) {
+// rules of bySeriesDelta, but of the series done already (judged with
+// their histograms).
+func reqSeriesDelta(prev, cur map[string]requestCounts, done map[string]bool) (d requestCounts, reset bool) {
 	d.set = true
 	for _, k := range sortedKeys(cur) {
 		p, ok := prev[k]
-		if !ok || judged[k] {
+		if !ok || done[k] {
 			continue
 		}
 		c := cur[k]
-		mv := judge(nil, nil, &p, &c)
+		mv := seriesMove(nil, nil, &p, &c)
 		reset = reset || mv == restarted
 		d = d.plus(reqDelta(p, c, mv))
 	}

@@ -228,7 +228,7 @@ type lineSeries struct {
 	name    []byte // the first bytes of the pair's name, at most nameMax
 	nameLen int
 	skip    bool // the pair is le or quantile
-	empty   bool // nothing of the pair hashed yet
+	empty   bool // nothing of the pair read yet
 	// label is the matcher whose label the pair is (-1: none), value the
 	// bytes of its value read and equal to the matcher's (-1: unequal).
 	label, value int
