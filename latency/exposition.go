@@ -321,10 +321,12 @@ type textFilter struct {
 	match     *seriesMatch
 	witnessed map[string]bool
 
-	// The current line, read in pieces: its number in the body, and,
-	// for a sample line passed on, its label pairs so far (each an '='
-	// outside quotes) and where the scan stands in a quoted string.
+	// The current line, read in pieces: its number in the body, whether
+	// its first piece does not end it, and, for a sample line passed on,
+	// its label pairs so far (each an '=' outside quotes) and where the
+	// scan stands in a quoted string.
 	lineNo  int
+	cut     bool
 	sample  bool
 	name    []byte // the line's metric name, as its first piece holds it
 	labels  int
@@ -342,12 +344,15 @@ func (f *textFilter) Read(p []byte) (int, error) {
 			if !f.inLine {
 				f.lineNo++
 				f.labels, f.quoted, f.escaped = 0, false, false
-				f.keep = f.wanted(piece)
+				f.cut = piece[len(piece)-1] != '\n' && (err == nil || errors.Is(err, bufio.ErrBufferFull))
+				f.keep = f.wanted(piece) // and the name of a sample line
+				if f.err != nil {
+					return 0, f.err
+				}
 				t := bytes.TrimLeft(piece, " \t")
 				f.sample = f.keep && len(t) > 0 && t[0] != '#'
 				if f.sample {
-					f.name = append(f.name[:0], lineName(t)...)
-					f.countSeries(t)
+					f.countSeries()
 					f.lineSeries.feed(piece)
 					ended := piece[len(piece)-1] == '\n' || err != nil && !errors.Is(err, bufio.ErrBufferFull)
 					if !f.lineSeries.matches(ended) {
@@ -418,15 +423,12 @@ func (f *textFilter) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// countSeries begins reading the series of the sample line t of a family
-// the source reads.
-func (f *textFilter) countSeries(t []byte) {
-	base, m := "", f.match
-	if t[0] != '{' {
-		base = familyBase(string(lineName(t)), f.want)
-	}
-	if t[0] == '{' || base == startTimeMetric {
-		m = nil // a quoted name's family unread here; the start time whole
+// countSeries begins reading the series of the current sample line, of
+// a family the source reads (f.name).
+func (f *textFilter) countSeries() {
+	base, m := familyBase(string(f.name), f.want), f.match
+	if base == startTimeMetric {
+		m = nil // the start time whole
 	}
 	f.lineSeries.reset(base, m)
 	f.counting = true
@@ -512,16 +514,9 @@ func (f *textFilter) countLabels(piece []byte) int {
 	return f.labels
 }
 
-// lineName is the metric name a sample line t begins with, as far as t
-// holds it; for a quoted name ({"name",...}), the line's first bytes.
-func lineName(t []byte) []byte {
-	if end := bytes.IndexAny(t, "{ \t\r\n"); end > 0 {
-		return t[:end]
-	}
-	return t[:min(len(t), 60)]
-}
-
-// wanted says whether the line that begins with piece is passed on.
+// wanted says whether the line that begins with piece is passed on; of a
+// sample line, it sets f.name to the metric name it begins with (bare or,
+// inside its braces, quoted), as far as piece holds it.
 func (f *textFilter) wanted(piece []byte) bool {
 	t := bytes.TrimRight(bytes.TrimLeft(piece, " \t"), "\r\n")
 	var name []byte
@@ -536,16 +531,18 @@ func (f *textFilter) wanted(piece []byte) bool {
 		}
 		name, comment, help = fs[1], true, string(fs[0]) == "HELP"
 	case t[0] == '{':
-		if f.startBlock == 1 {
-			f.startBlock = 2
+		var found bool
+		if name, found = f.quotedFamily(t); !found {
+			return false
 		}
-		return true // a quoted UTF-8 name: kept, the parser reads it
+		f.name = append(f.name[:0], name...)
 	default:
 		end := bytes.IndexAny(t, "{ \t")
 		if end < 0 {
 			end = len(t)
 		}
 		name = t[:end]
+		f.name = append(f.name[:0], name...)
 	}
 	s := string(name)
 	if s == startTimeMetric && f.want[s] {

@@ -32,6 +32,10 @@ func FuzzLatencyExposition(f *testing.F) {
 			"vllm:e2e_request_latency_seconds_sum 1\nvllm:e2e_request_latency_seconds_count " + n + "\n")
 	}
 	f.Add(negInf("9"), negInf("19"))
+	// the metric named inside the braces, quoted, the labels in another order
+	quoted := "{\"vllm:e2e_request_latency_seconds_bucket\",le=\"1\",model_name=\"llama\"} 9\n{model_name=\"llama\",\"vllm:e2e_request_latency_seconds_count\"} 9\n" +
+		"{\"vllm:e2e_request_latency_seconds_sum\",\"model_name\"=\"llama\"} 1\n{\"vllm:e2e_request_latency_seconds_count\",model_name=\"other\"} 5\n{\"gpu.temp\"} 1\n"
+	f.Add([]byte(quoted), []byte(strings.ReplaceAll(quoted, "9", "19")))
 	f.Fuzz(func(t *testing.T, first, second []byte) {
 		srcs := []*Source{
 			{URL: "sim://a", Preset: PresetVLLME2E, Timeout: time.Second, MaxBytes: 1 << 20},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -354,11 +355,20 @@ func histogramFromUntyped(buckets, counts, sums *dto.MetricFamily, matchers map[
 }
 
 // seriesKey identifies a series by its labels other than "le", in full
-// (labelString clips, and two long label sets must not share a key).
-func seriesKey(m *dto.Metric) string {
+// (labelString clips, and two long label sets must not share a key), in
+// the order of their names: a page may write them in any.
+func seriesKey(m *dto.Metric) string { return seriesKeyLess(m, "le") }
+
+// seriesKeyLess is m's series' key less the labels less.
+func seriesKeyLess(m *dto.Metric, less ...string) string {
+	lps := m.GetLabel()
+	byName := func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) }
+	if !slices.IsSortedFunc(lps, byName) {
+		lps = slices.SortedStableFunc(slices.Values(lps), byName)
+	}
 	var b bytes.Buffer
-	for _, lp := range m.GetLabel() {
-		if lp.GetName() == "le" {
+	for _, lp := range lps {
+		if slices.Contains(less, lp.GetName()) {
 			continue
 		}
 		fmt.Fprintf(&b, "%s=%q,", lp.GetName(), lp.GetValue())
@@ -388,69 +398,6 @@ func (h *histo) cumAt(le float64) (float64, bool) {
 		return h.cum[i], true
 	}
 	return 0, false
-}
-
-// delta returns cur - prev on the bounds both have. A decrease of the count
-// or of any bucket is a counter reset: the delta is then cur itself (what
-// was observed since the reset). So is a decrease of the request count. A
-// decrease of the failures alone is a reset of the request counters alone
-// (their delta is cur's, the histogram's is taken as it is, as series by
-// series): successes that rose by more than the requests would count good
-// requests that are not requests.
-func delta(prev, cur histo) histo {
-	if cur.count < prev.count || (cur.sum < prev.sum || cur.timed < prev.timed) && cur.mean || cur.req.set && cur.req.count < prev.req.count {
-		return cur
-	}
-	d := histo{count: cur.count - prev.count, sum: cur.sum - prev.sum, mean: cur.mean, serverQuantiles: cur.serverQuantiles}
-	if d.sum < 0 {
-		d.sum = 0
-	}
-	if cur.mean {
-		d.timed = cur.timed - prev.timed
-	}
-	if cur.req.set {
-		if !prev.req.set {
-			return cur // the shape changed, as after a restart
-		}
-		n := cur.req.count - prev.req.count
-		// successes at most the requests: failures that did not fall
-		// make it so but for rounding
-		d.req = requestCounts{count: n, timed: math.Max(0, cur.req.timed-prev.req.timed), sum: math.Max(0, cur.req.sum-prev.req.sum), succ: math.Min(n, math.Max(0, cur.req.succ-prev.req.succ)), set: true}
-		if cur.req.failures() < prev.req.failures() {
-			d.req = cur.req
-		}
-	}
-	for i, le := range cur.bounds {
-		p, ok := prev.cumAt(le)
-		if !ok {
-			continue
-		}
-		if cur.cum[i] < p {
-			return cur
-		}
-		d.bounds = append(d.bounds, le)
-		d.cum = append(d.cum, cur.cum[i]-p)
-	}
-	if !cur.mean && len(d.bounds) == 0 && (len(cur.bounds) > 0 || len(prev.bounds) > 0) {
-		// no bound in common: the layout changed, as after a restart
-		// (a series without a bucket, now and before, keeps its layout:
-		// none)
-		return cur
-	}
-	// cumulative deltas can only stay cumulative if non-decreasing; a
-	// bucket dropped between scrapes can break that, clamp.
-	for i := 1; i < len(d.cum); i++ {
-		if d.cum[i] < d.cum[i-1] {
-			d.cum[i] = d.cum[i-1]
-		}
-	}
-	if len(d.cum) > 0 && d.cum[len(d.cum)-1] > d.count {
-		d.cum[len(d.cum)-1] = d.count
-		for i := len(d.cum) - 2; i >= 0; i-- {
-			d.cum[i] = math.Min(d.cum[i], d.cum[i+1])
-		}
-	}
-	return d
 }
 
 func sameBounds(a, b []float64) bool {

@@ -282,7 +282,7 @@ func TestDeltaMissingBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := delta(h1, h2)
+	d, _ := wholeDelta(h1, h2)
 	// le=0.25 is absent in the second scrape: the delta keeps the bounds both have
 	if len(d.bounds) != 3 || d.bounds[1] != 0.5 || d.cum[0] != 50 || d.cum[1] != 260 || d.cum[2] != 299 || d.count != 300 {
 		t.Fatalf("delta %+v", d)

@@ -92,34 +92,34 @@ func errSeesaw(why string) error {
 }
 
 // judge counts or refuses h, answered at now, after s.prev. The caller
-// holds judging, not mu (see sloTracker.judging).
-func (s *sloTracker) judge(now time.Time, h histo) error {
-	s.servers.saw(s.prev.start) // the first answer's, judged by none
-	defer s.servers.saw(h.start)
-	if s.servers.last != nil {
-		return s.inSeesaw(now, h)
+// holds judging (j), not mu (see sloTracker.judging).
+func (s *sloTracker) judge(j *judged, now time.Time, h histo) error {
+	j.servers.saw(s.prev.start) // the first answer's, judged by none
+	defer j.servers.saw(h.start)
+	if j.servers.last != nil {
+		return s.inSeesaw(j, now, h)
 	}
 	p := s.prev
-	if p.start == 0 || h.start == 0 || h.start == p.start || !slices.Contains(s.servers.starts, h.start) {
-		return s.advance(now, h) // a fall is a counter reset
+	if p.start == 0 || h.start == 0 || h.start == p.start || !slices.Contains(j.servers.starts, h.start) {
+		return s.advance(j, now, h) // a fall is a counter reset
 	}
-	return s.seesaw(now, h, fmt.Sprintf("process_start_time_seconds went from %v back to %v, an earlier answer's", p.start, h.start))
+	return s.seesaw(j, now, h, fmt.Sprintf("process_start_time_seconds went from %v back to %v, an earlier answer's", p.start, h.start))
 }
 
 // seesaw begins a seesaw with h, answered at now: refused, as the answers
 // after it are while it goes on.
-func (s *sloTracker) seesaw(now time.Time, h histo, why string) error {
+func (s *sloTracker) seesaw(j *judged, now time.Time, h histo, why string) error {
 	hc := forNextDelta(h)
-	s.servers = servers{starts: s.servers.starts, last: &hc, lastAt: now, calm: 1, why: why}
-	s.refused = nil
+	j.servers = servers{starts: j.servers.starts, last: &hc, lastAt: now, calm: 1, why: why}
+	j.refused = nil
 	return errSeesaw(why)
 }
 
 // inSeesaw refuses h, answered at now in a seesaw, unless it is the
 // seesawCalm-th answer in a row of one process: then counting resumes,
 // from the answer before.
-func (s *sloTracker) inSeesaw(now time.Time, h histo) error {
-	sv := &s.servers
+func (s *sloTracker) inSeesaw(j *judged, now time.Time, h histo) error {
+	sv := &j.servers
 	last, lastAt := sv.last, sv.lastAt
 	calm := h.start == last.start
 	if h.start == 0 || last.start == 0 {
@@ -134,11 +134,11 @@ func (s *sloTracker) inSeesaw(now time.Time, h histo) error {
 	if sv.calm++; sv.calm < seesawCalm {
 		return errSeesaw(sv.why)
 	}
-	s.servers = servers{starts: sv.starts}
+	j.servers = servers{starts: sv.starts}
 	s.mu.Lock()
 	s.prev, s.lastScrape = last, lastAt // (refused: cleared as the seesaw began)
 	s.mu.Unlock()
-	return s.advance(now, h)
+	return s.advance(j, now, h)
 }
 
 // seriesCounts are h's request counts by series ("h" and the series'

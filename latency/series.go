@@ -1,19 +1,13 @@
 package latency
 
 import (
-	"math"
 	"sort"
 )
 
 // seriesDelta is what cur counts since prev, taken series by series (by
-// label set) when the histogram sums several: each series' increase since
-// prev, or its new values after its own reset; a series that was not in
-// prev adds nothing (its history is not traffic since prev: a model loaded
-// or a replica joined; at most the requests of its first interval are
-// missed); a series gone since prev adds nothing either. Taking the delta
-// of the sum instead would count every other series' whole history as new
-// requests whenever one series restarts or disappears, since the sum then
-// falls. reset says whether a series restarted.
+// label set) when the histogram sums several (bySeriesDelta), else as a
+// whole (wholeDelta); either way each series by the one counter-reset
+// rule (reset.go). reset says whether a series restarted.
 //
 // A histogram of one series, the same in both scrapes, takes the delta of
 // the whole (the same figures); so do histograms that changed shape (Triton
@@ -21,32 +15,56 @@ import (
 // series by series.
 func seriesDelta(prev, cur histo) (d histo, reset bool) {
 	if !bySeries(prev, cur) {
-		return delta(prev, cur), cur.count < prev.count
+		return wholeDelta(prev, cur)
 	}
+	return bySeriesDelta(prev, cur)
+}
+
+// bySeriesDelta is each series' delta since prev, summed: its rise, or
+// its new values after its own restart, or nothing where it fell
+// otherwise (reset.go); a series that was not in prev adds nothing (its
+// history is not traffic since prev: a model loaded or a replica joined;
+// at most the requests of its first interval are missed); a series gone
+// since prev adds nothing either. Taking the delta of the sum instead
+// would count every other series' whole history as new requests whenever
+// one series restarts or disappears, since the sum then falls.
+func bySeriesDelta(prev, cur histo) (d histo, reset bool) {
 	d = histo{mean: cur.mean, serverQuantiles: cur.serverQuantiles}
-	req, reqReset := reqSeriesDelta(prev.reqSeries, cur.reqSeries)
-	reset = reqReset
 	if cur.mean {
+		req, r := reqSeriesDelta(prev.reqSeries, cur.reqSeries, nil)
 		d.count, d.timed, d.sum = req.count, req.timed, req.sum
-		return d, reset
-	}
-	if cur.req.set {
-		d.req = req
+		return d, r
 	}
 	// Each series' delta on the bounds it shares with its previous
 	// scrape, summed onto cur's bounds (the union of its series'): a
 	// series without a bound contributes its count at its nearest lower
-	// bound, as when summing the series themselves.
+	// bound, as when summing the series themselves. A series' request
+	// counters (Triton's, of the same label set) are judged with it.
 	d.bounds = append([]float64(nil), cur.bounds...)
 	d.cum = make([]float64, len(d.bounds))
+	var req requestCounts
+	done := map[string]bool{}
 	for _, k := range sortedKeys(cur.series) {
 		c := cur.series[k]
 		p, ok := prev.series[k]
 		if !ok {
 			continue
 		}
-		sd := delta(p, c)
-		reset = reset || c.count < p.count
+		var pr, cr *requestCounts
+		if cur.req.set {
+			if r, ok := cur.reqSeries[k]; ok {
+				if q, ok := prev.reqSeries[k]; ok {
+					pr, cr = &q, &r
+				}
+			}
+		}
+		mv := seriesMove(&p, &c, pr, cr)
+		reset = reset || mv == restarted
+		if cr != nil {
+			req = req.plus(reqDelta(*pr, *cr, mv))
+			done[k] = true
+		}
+		sd := histDelta(p, c, mv)
 		d.count += sd.count
 		d.sum += sd.sum
 		j, at := 0, 0.0
@@ -58,6 +76,11 @@ func seriesDelta(prev, cur histo) (d histo, reset bool) {
 			d.cum[i] += at
 		}
 	}
+	if cur.req.set {
+		rest, r := reqSeriesDelta(prev.reqSeries, cur.reqSeries, done)
+		d.req = req.plus(rest)
+		reset = reset || r
+	}
 	return d, reset
 }
 
@@ -68,7 +91,9 @@ func bySeries(prev, cur histo) bool {
 		return false // the shape changed: delta handles it as a restart
 	}
 	if cur.mean {
-		return cur.reqSeries != nil && prev.reqSeries != nil && !sameSingleKey(prev.reqSeries, cur.reqSeries)
+		// even of one series: the whole (requests, timed, duration)
+		// does not hold the successes and failures the rule judges
+		return cur.reqSeries != nil && prev.reqSeries != nil
 	}
 	if cur.series == nil || prev.series == nil {
 		return false
@@ -92,28 +117,19 @@ func sameSingleKey[V any](a, b map[string]V) bool {
 }
 
 // reqSeriesDelta sums request counters' deltas series by series, by the
-// rules of seriesDelta; a decrease of a series' count, timed count,
-// duration, successes or failures is its reset (with the failures alone
-// falling, the successes would rise by more than the requests).
-func reqSeriesDelta(prev, cur map[string]requestCounts) (d requestCounts, reset bool) {
+// rules of bySeriesDelta, but of the series done already (judged with
+// their histograms).
+func reqSeriesDelta(prev, cur map[string]requestCounts, done map[string]bool) (d requestCounts, reset bool) {
 	d.set = true
 	for _, k := range sortedKeys(cur) {
-		c := cur[k]
 		p, ok := prev[k]
-		if !ok {
+		if !ok || done[k] {
 			continue
 		}
-		if c.count < p.count || c.timed < p.timed || c.sum < p.sum || c.succ < p.succ || c.failures() < p.failures() {
-			d = d.plus(c)
-			reset = true
-			continue
-		}
-		s := c.minus(p) // no field fell: none below 0
-		// nor, the failures not falling, successes above the
-		// requests, but for rounding (8.8-1.9 <= 11.3-4.4, yet
-		// 4.4-1.9 > 11.3-8.8)
-		s.succ = math.Min(s.succ, s.count)
-		d = d.plus(s)
+		c := cur[k]
+		mv := seriesMove(nil, nil, &p, &c)
+		reset = reset || mv == restarted
+		d = d.plus(reqDelta(p, c, mv))
 	}
 	return d, reset
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -36,11 +37,14 @@ var seriesSeed = maphash.MakeSeed()
 // decoders meet them. A series is one label set of one family, its le and
 // quantile labels left out (a histogram's buckets and a summary's
 // quantiles are one series), its _bucket, _count and _sum lines one with
-// the family's. Label sets are compared as written: the same labels in
-// another order count twice, as no client writes them.
+// the family's. A label set is its pairs in any order (each pair hashed
+// alone, the pairs' hashes sorted), a quoted label name as the bare one,
+// and a line of a quoted metric name, {"name",...}, is one of the family
+// so named: written otherwise, a series is not counted twice.
 type seriesSet struct {
 	seen    map[uint64]struct{}
-	stopped bool // maxCounted were counted: there may be more
+	stopped bool     // maxCounted were counted: there may be more
+	pairs   []uint64 // the current series' pairs' hashes (protoSeries)
 }
 
 // maxCounted bounds the series counted, past maxSeries, to say how many
@@ -111,7 +115,7 @@ func (s *seriesSet) protoFamily(name string, msg []byte, want map[string]bool, m
 			continue
 		}
 		v, _ := protowire.ConsumeBytes(field[n:])
-		key, ok := protoSeries(base, v, m)
+		key, ok := s.protoSeries(base, v, m)
 		if !ok {
 			continue
 		}
@@ -123,12 +127,11 @@ func (s *seriesSet) protoFamily(name string, msg []byte, want map[string]bool, m
 
 // protoSeries is the series of a metric message of the family base, and
 // whether it matches m.
-func protoSeries(base string, metric []byte, m *seriesMatch) (uint64, bool) {
+func (s *seriesSet) protoSeries(base string, metric []byte, m *seriesMatch) (uint64, bool) {
 	var h maphash.Hash
 	h.SetSeed(seriesSeed)
-	h.WriteString(base)
-	h.WriteByte(0)
 	m.begin()
+	s.pairs = s.pairs[:0]
 	eachField(metric, func(num protowire.Number, pair []byte) {
 		if num != 1 {
 			return
@@ -148,12 +151,14 @@ func protoSeries(base string, metric []byte, m *seriesMatch) (uint64, bool) {
 		if ln := string(lname); ln == "le" || ln == "quantile" {
 			return
 		}
+		h.Reset()
 		writeToken(&h, lname, lvalue)
+		s.pairs = append(s.pairs, h.Sum64())
 	})
-	return h.Sum64(), m.matched()
+	return seriesHash(base, s.pairs), m.matched()
 }
 
-// writeToken adds one label pair to a series' hash.
+// writeToken adds one label pair to a pair's hash.
 func writeToken(h *maphash.Hash, name, value []byte) {
 	var n [8]byte
 	binary.LittleEndian.PutUint64(n[:], uint64(len(name)))
@@ -162,6 +167,22 @@ func writeToken(h *maphash.Hash, name, value []byte) {
 	binary.LittleEndian.PutUint64(n[:], uint64(len(value)))
 	h.Write(n[:])
 	h.Write(value)
+}
+
+// seriesHash is the series of the family base whose label pairs hash to
+// pairs, in any order: it sorts pairs.
+func seriesHash(base string, pairs []uint64) uint64 {
+	slices.Sort(pairs)
+	var h maphash.Hash
+	h.SetSeed(seriesSeed)
+	h.WriteString(base)
+	h.WriteByte(0)
+	var n [8]byte
+	for _, p := range pairs {
+		binary.LittleEndian.PutUint64(n[:], p)
+		h.Write(n[:])
+	}
+	return h.Sum64()
 }
 
 // eachField calls f with each length-delimited field of msg (the others
@@ -192,19 +213,22 @@ func eachField(msg []byte, f func(protowire.Number, []byte)) {
 
 // lineSeries hashes the series of one text sample line, read in pieces:
 // the family's name, then each label pair between the braces but le and
-// quantile (a quoted metric name inside them, {"name",...}, is hashed as
-// a pair of its own); and checks the pairs against the source's matchers.
+// quantile, a quoted name without its quotes (a quoted metric name among
+// them, {"name",...}, a pair without '=', is the family's, not hashed);
+// and checks the pairs against the source's matchers.
 type lineSeries struct {
-	line, tok maphash.Hash
-	match     *seriesMatch // nil: the line matches
-	phase     int          // 0: before '{'; 1: between the braces; 2: after '}'
-	quoted    bool
-	escaped   bool
-	inValue   bool   // past the current pair's '='
-	name      []byte // the first bytes of the pair's name, at most nameMax
-	nameLen   int
-	skip      bool // the pair is le or quantile
-	empty     bool // nothing of the pair hashed yet
+	base    string
+	tok     maphash.Hash
+	pairs   []uint64     // the pairs' hashes so far
+	match   *seriesMatch // nil: the line matches
+	phase   int          // 0: before '{'; 1: between the braces; 2: after '}'
+	quoted  bool
+	escaped bool
+	inValue bool   // past the current pair's '='
+	name    []byte // the first bytes of the pair's name, at most nameMax
+	nameLen int
+	skip    bool // the pair is le or quantile
+	empty   bool // nothing of the pair read yet
 	// label is the matcher whose label the pair is (-1: none), value the
 	// bytes of its value read and equal to the matcher's (-1: unequal).
 	label, value int
@@ -213,10 +237,9 @@ type lineSeries struct {
 // reset begins a line of the family base ("" where the line begins with
 // its braces), checked against m (nil: not checked).
 func (l *lineSeries) reset(base string, m *seriesMatch) {
-	l.line.SetSeed(seriesSeed)
+	l.base = base
+	l.pairs = l.pairs[:0]
 	l.tok.SetSeed(seriesSeed)
-	l.line.WriteString(base)
-	l.line.WriteByte(0)
 	l.match = m
 	m.begin()
 	l.phase, l.quoted, l.escaped = 0, false, false
@@ -230,12 +253,11 @@ func (l *lineSeries) startPair() {
 	l.label = -1
 }
 
-// endPair adds the current pair, unless it is le or quantile.
+// endPair adds the current pair, unless it is le or quantile, or no
+// pair (a metric name, without '=').
 func (l *lineSeries) endPair() {
-	if !l.empty && !l.skip {
-		var n [8]byte
-		binary.LittleEndian.PutUint64(n[:], l.tok.Sum64())
-		l.line.Write(n[:])
+	if !l.empty && !l.skip && l.inValue {
+		l.pairs = append(l.pairs, l.tok.Sum64())
 	}
 	if l.label >= 0 {
 		l.match.equal[l.label] = l.value == len(l.match.tokens[l.label])
@@ -255,7 +277,7 @@ func (l *lineSeries) nameMax() int {
 // feed reads the next piece of the line.
 func (l *lineSeries) feed(piece []byte) {
 	for _, c := range piece {
-		sep := false
+		sep, hash := false, true
 		switch {
 		case l.phase == 0:
 			if c == '{' {
@@ -269,8 +291,10 @@ func (l *lineSeries) feed(piece []byte) {
 		case l.quoted:
 			l.escaped = c == '\\'
 			l.quoted = c != '"'
+			hash = l.quoted || l.inValue // a quoted name's closing quote
 		case c == '"':
 			l.quoted = true
+			hash = l.inValue // a quoted name's opening quote
 		case c == ' ' || c == '\t':
 			continue
 		case c == '=' && !l.inValue:
@@ -297,7 +321,9 @@ func (l *lineSeries) feed(piece []byte) {
 				l.value = -1
 			}
 		}
-		l.tok.WriteByte(c)
+		if hash {
+			l.tok.WriteByte(c)
+		}
 		l.empty = false
 	}
 }
@@ -342,5 +368,5 @@ func (l *lineSeries) matches(ended bool) bool {
 // sum is the line's series, once the line is read.
 func (l *lineSeries) sum() uint64 {
 	l.end()
-	return l.line.Sum64()
+	return seriesHash(l.base, l.pairs)
 }

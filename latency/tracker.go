@@ -30,22 +30,22 @@ type sloTracker struct {
 	slo    *Objective // nil: quantiles only
 	window time.Duration
 
-	// judging serializes observe. What an answer is judged by (prev,
-	// refused, refusedAt, servers, lastScrape) changes only under it, so
-	// observe reads it and computes the answer's delta, which costs as
-	// much as the answer has series, without mu; it takes mu to write
-	// prev and lastScrape (read under either lock) and what Status
-	// shows. Status, and a Pool.Set, thus never wait on a delta.
-	judging sync.Mutex
+	// judging serializes observe. What an answer is judged by changes
+	// only under it: what observe alone reads (judged) is reachable only
+	// through judging.lock; prev and lastScrape, which Status reads
+	// too, are written holding judging (by the functions given its
+	// *judged) and mu, and read under either. So observe computes the
+	// answer's delta, which costs as much as the answer has series,
+	// without mu; it takes mu to write prev and lastScrape and what
+	// Status shows. Status, and a Pool.Set, thus never wait on a delta.
+	// (TestJudgedOnlyUnderJudging checks the rule.)
+	judging judgingLock
 	// beforeJudge, set by tests, is called as observe begins to judge
 	// an answer, holding judging but not mu.
 	beforeJudge func()
 
 	mu         sync.Mutex
 	prev       *histo
-	refused    *histo    // the last refused answer, while the next is awaited
-	refusedAt  time.Time // when it came
-	servers    servers   // telling one server from several (replicas.go)
 	deltas     []timedDelta
 	reqTotal   float64
 	goodTotal  float64
@@ -63,6 +63,27 @@ type sloTracker struct {
 	interval time.Duration
 
 	logs logState // the Pool's rate-limited log lines about the source
+}
+
+// judged is what observe alone keeps to judge an answer: the last refused
+// one and the servers seen.
+type judged struct {
+	refused   *histo    // the last refused answer, while the next is awaited
+	refusedAt time.Time // when it came
+	servers   servers   // telling one server from several (replicas.go)
+}
+
+// judgingLock serializes observe and holds what it alone keeps
+// (guarded), reachable only through lock.
+type judgingLock struct {
+	mu      sync.Mutex
+	guarded judged
+}
+
+// lock takes the lock: what it guards, and the unlock.
+func (l *judgingLock) lock() (*judged, func()) {
+	l.mu.Lock()
+	return &l.guarded, l.mu.Unlock
 }
 
 func newSLOTracker(sp Spec) *sloTracker {
@@ -118,46 +139,46 @@ func (s *sloTracker) observe(now time.Time, h histo) error {
 		return err
 	}
 	h.serverQuantiles = s.reportedQuantiles(h.serverQuantiles)
-	s.judging.Lock()
-	defer s.judging.Unlock()
+	j, unlock := s.judging.lock()
+	defer unlock()
 	if s.beforeJudge != nil {
 		s.beforeJudge()
 	}
 	if s.prev == nil {
-		s.accept(time.Time{}, now, h, nil)
+		s.accept(j, time.Time{}, now, h, nil)
 		return nil
 	}
-	return s.judge(now, h)
+	return s.judge(j, now, h)
 }
 
 // advance counts h, answered at now, from the last accepted answer, when
 // the move is plausible (see observe).
-func (s *sloTracker) advance(now time.Time, h histo) error {
+func (s *sloTracker) advance(j *judged, now time.Time, h histo) error {
 	from := s.lastScrape // when what d counts began
 	d, err := plausibleDelta(*s.prev, h, now.Sub(s.lastScrape))
-	if err != nil && s.refused != nil {
+	if err != nil && j.refused != nil {
 		// a jump that held: the refused answer is the new base
-		if d2, err2 := plausibleDelta(*s.refused, h, now.Sub(s.refusedAt)); err2 == nil {
-			d, err, from = d2, nil, s.refusedAt
+		if d2, err2 := plausibleDelta(*j.refused, h, now.Sub(j.refusedAt)); err2 == nil {
+			d, err, from = d2, nil, j.refusedAt
 		}
 	}
 	if err != nil {
 		hc := forNextDelta(h)
-		s.refused, s.refusedAt = &hc, now
+		j.refused, j.refusedAt = &hc, now
 		return err
 	}
-	s.accept(from, now, h, &d)
+	s.accept(j, from, now, h, &d)
 	return nil
 }
 
 // accept takes h, answered at now, as the new base, counting d (what
 // happened from from to now; nil for the first answer, a baseline). The
-// caller holds judging.
-func (s *sloTracker) accept(from, now time.Time, h histo, d *histo) {
+// caller holds judging (j).
+func (s *sloTracker) accept(j *judged, from, now time.Time, h histo, d *histo) {
 	kept := forNextDelta(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.refused = nil
+	j.refused = nil
 	s.up, s.read = true, true
 	s.lastErr = ""
 	s.lastScrape = now
@@ -350,17 +371,22 @@ func plausibleDelta(prev, cur histo, elapsed time.Duration) (histo, error) {
 // checkMove refuses a delta (cur since prev, or cur alone after a reset)
 // larger than the rates above allow in the elapsed time: a counter that
 // jumps, or falls to rise again by that much, is not counting requests.
+// Where the source counts its requests apart from its histogram (Triton),
+// both are checked.
 func checkMove(d histo, reset bool, elapsed time.Duration) error {
 	secs := math.Max(elapsed.Seconds(), 1)
 	what := "rose by"
 	if reset {
 		what = "restarted (it fell) and reached"
 	}
+	reqs, _, reqSum := d.requests()
 	switch {
 	case d.count > maxRequestRate*secs:
 		return fmt.Errorf("request count %s %v in %s, more than %v requests a second: not a plausible counter", what, d.count, elapsed.Round(time.Millisecond), maxRequestRate)
-	case d.sum > maxLatencyRate*secs:
-		return fmt.Errorf("latency sum %s %v s in %s: not a plausible counter", what, d.sum, elapsed.Round(time.Millisecond))
+	case reqs > maxRequestRate*secs:
+		return fmt.Errorf("request counters %s %v in %s, more than %v requests a second: not a plausible counter", what, reqs, elapsed.Round(time.Millisecond), maxRequestRate)
+	case math.Max(d.sum, reqSum) > maxLatencyRate*secs:
+		return fmt.Errorf("latency sum %s %v s in %s: not a plausible counter", what, math.Max(d.sum, reqSum), elapsed.Round(time.Millisecond))
 	}
 	return nil
 }

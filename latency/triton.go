@@ -29,10 +29,12 @@ const (
 )
 
 // tritonCounterSum sums the matching series of a Triton counter, and adds
-// each series' value to bySeries under its label set (Triton restarts a
-// model's counters when it reloads the model: deltas are taken series by
-// series). A missing family is an error unless optional, when it counts
-// as 0.
+// each series' value to bySeries under its label set, less its reason
+// (Triton restarts a model's counters when it reloads the model: deltas
+// are taken model by model, and a model's failures, by reason since
+// Triton 23.x, are its one counter of failures, judged with its
+// successes: reset.go). A missing family is an error unless optional,
+// when it counts as 0.
 func tritonCounterSum(fams map[string]*dto.MetricFamily, name string, matchers map[string]string, optional bool, bySeries map[string]float64) (float64, error) {
 	mf, ok := fams[name]
 	if !ok {
@@ -61,7 +63,7 @@ func tritonCounterSum(fams map[string]*dto.MetricFamily, name string, matchers m
 			return 0, fmt.Errorf("%s%s: bad value %v", name, labelString(m), v)
 		}
 		total += v
-		bySeries[seriesKey(m)] += v
+		bySeries[seriesKeyLess(m, "le", "reason")] += v
 		n++
 	}
 	if n == 0 && !optional {
