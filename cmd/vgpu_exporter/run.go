@@ -192,11 +192,16 @@ func (s *service) watchWeb(ctx context.Context, ticks <-chan time.Time) {
 // webFailedMsg is the log message of a change that a check failed to put
 // in use: a failure of the system's (webconf.SystemFailure: out of
 // descriptors or memory), retried at each check, is told apart from a
-// change found invalid, the file's: where the exporter keeps copies in
-// memory the last good configuration stays in use, elsewhere
-// exporter-toolkit reads the file as it is.
+// change found invalid, the file's, and from one refused until a restart
+// (webconf.ErrRestart: TLS turned on or off, basic auth removed): where
+// the exporter keeps copies in memory the last good configuration stays
+// in use, elsewhere exporter-toolkit reads the file as it is.
 func webFailedMsg(inMemory bool, err error) string {
 	switch {
+	case errors.Is(err, webconf.ErrRestart) && inMemory:
+		return "web configuration changed in a way that takes a restart; keeping the last good configuration until then"
+	case errors.Is(err, webconf.ErrRestart):
+		return "web configuration changed in a way that takes a restart; exporter-toolkit reads the file as it is (no in-memory copy): the change is in use"
 	case !webconf.SystemFailure(err) && inMemory:
 		return "web configuration changed but is invalid; keeping the last good configuration"
 	case !webconf.SystemFailure(err):
