@@ -157,7 +157,7 @@ func addFlags(app *kingpin.Application) *config {
 	app.GetFlag("web.config.file").IsSetByUser(&c.webConfigSet)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").
 		Default("/metrics").StringVar(&c.TelemetryPath)
-	app.Flag("web.disable-exporter-metrics", "Exclude metrics about the exporter itself (promhttp_*, process_*, go_*, build info).").
+	app.Flag("web.disable-exporter-metrics", "Exclude metrics about the exporter itself (promhttp_*, process_*, go_*, build info); the web configuration's vgpu_web_config_* (reloads, certificate expiry) are still served.").
 		BoolVar(&c.DisableExporterMetrics)
 	flagvalue.Int64(app, "web.max-requests", "Maximum number of parallel scrape requests; requests beyond it get 503, counted in promhttp_metric_handler_requests_total{code=\"503\"}. Use 0 to disable. /tuner page requests have a limit of their own, 2 (this where lower).", "40", &c.MaxRequests)
 	flagvalue.Int64(app, "web.max-connections", "Maximum number of open HTTP connections; beyond it the longest-idle connection is closed. Lowered to half the open-files limit when that is smaller. Use 0 to disable.", "256", &c.MaxConnections)

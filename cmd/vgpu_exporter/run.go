@@ -236,15 +236,22 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	var self *exposition.Self
 	if !cfg.DisableExporterMetrics {
 		self = selfRegistry()
-		if s.web != nil {
-			self.MustRegister(s.web.Collector())
+	}
+	if s.web != nil {
+		// The web configuration's reloads and certificates are the
+		// exporter's security, not its runtime: served with
+		// --web.disable-exporter-metrics too.
+		if self == nil {
+			self = exposition.NewSelf()
 		}
+		self.MustRegister(s.web.Collector())
 	}
 	clog := log.With(s.logger, "component", "collector")
 	pageInfo := tunerPageInfoOf(cfg)
 	h, err := newHandler(handlerOptions{
-		TelemetryPath: cfg.TelemetryPath,
-		Self:          self,
+		TelemetryPath:    cfg.TelemetryPath,
+		Self:             self,
+		NoRequestMetrics: cfg.DisableExporterMetrics,
 		NewCollector: func(filters ...string) (prometheus.Collector, error) {
 			return s.withTuner(newCollector, clog, filters)
 		},

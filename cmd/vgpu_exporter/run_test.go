@@ -376,12 +376,12 @@ func TestNoDriverMessages(t *testing.T) {
 	}
 }
 
-// serveWebConfig serves a fake service with --web.config.file holding
+// serveWebConfig serves a fake service, with args, and --web.config.file holding
 // basic auth of user prom, password s3cret; it returns the file, the
 // base URL, the service's log, its SIGHUP channel and the ticks of its
 // checks of the file for a change (a send returns once the check before
 // it is done).
-func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffer, hup chan os.Signal, checks chan time.Time) {
+func serveWebConfig(t *testing.T, args ...string) (webCfg, base string, logs *testutil.SyncBuffer, hup chan os.Signal, checks chan time.Time) {
 	t.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
 	if err != nil {
@@ -392,7 +392,7 @@ func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffe
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	cfg := testConfig(t, "--web.listen-address="+addr, "--web.config.file="+webCfg)
+	cfg := testConfig(t, append([]string{"--web.listen-address=" + addr, "--web.config.file=" + webCfg}, args...)...)
 	logs = &testutil.SyncBuffer{}
 	svc := newService(&fakeSource{}, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewLogfmtLogger(logs))
 	if svc.web, err = webconf.Open(webCfg, maxWebConfigBytes, nil); err != nil { // as start does

@@ -84,3 +84,25 @@ func TestWebRestartLoggedApart(t *testing.T) {
 		}
 	}
 }
+
+// --web.disable-exporter-metrics leaves out the exporter's runtime
+// (go_*, process_*, promhttp_*, build info), not the web configuration's
+// state: vgpu_web_config_* are still served, so that a refused reload and
+// a certificate about to expire still alert. (Before, they went with the
+// rest, and VGPUExporterCertificateExpiresSoon could never fire.)
+func TestWebConfigMetricsWithoutExporterMetrics(t *testing.T) {
+	_, base, _, _, _ := serveWebConfig(t, "--web.disable-exporter-metrics")
+	for _, path := range []string{"/metrics", "/metrics?collect[]=gpu"} {
+		_, body := getBody(t, base+path, "prom", "s3cret")
+		for _, want := range []string{"vgpu_web_config_last_reload_successful 1\n", "vgpu_web_config_reloads_total 0\n", "vgpu_web_config_reload_failures_total 0\n"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s with --web.disable-exporter-metrics lacks %q:\n%s", path, want, body)
+			}
+		}
+		for _, not := range []string{"go_goroutines", "process_", "promhttp_", "vgpu_exporter_build_info"} {
+			if strings.Contains(body, not) {
+				t.Errorf("%s with --web.disable-exporter-metrics serves %s", path, not)
+			}
+		}
+	}
+}
