@@ -141,7 +141,7 @@ func addFlags(app *kingpin.Application) *config {
 		PlaceHolder("FILE").StringVar(&c.PodMetadataToken)
 	app.Flag("kubernetes.pod-metadata.ca-file", "PEM file of the CA certificates that verify an https --kubernetes.pod-metadata server (the kubelet's serving certificate). Default: the system roots.").
 		PlaceHolder("FILE").StringVar(&c.PodMetadataCA)
-	app.Flag("tenants.kubernetes-default", "With --kubernetes.pod-resources-socket, the tenant of a pod that no tenant of the tenants file matches (with no file, of every pod): namespace (its namespace), label:KEY (the value of its label KEY; needs --kubernetes.pod-metadata) or off (unassigned).").
+	app.Flag("tenants.kubernetes-default", "With --kubernetes.pod-resources-socket, the tenant of a pod that no tenant of the tenants file matches (with no file, of every pod): namespace (its namespace), label:KEY (the value of its label KEY; needs --kubernetes.pod-metadata) or off (unassigned). Default: "+tenant.PodTenancyNamespace+".").
 		Default(tenant.PodTenancyNamespace).PlaceHolder("namespace|label:KEY|off").IsSetByUser(&c.podTenancySet).SetValue(podTenancyValue{&c.PodTenancy})
 	app.Flag("kubernetes.pod-info", "Serve vgpu_tenant_pod_info: each container the kubelet's pod-resources API assigns a GPU (or MIG instance), with its pod's tenant, namespace, pod and container, to join tenant series on (needs --kubernetes.pod-resources-socket; a series per pod, so new series with every rollout). Default: off.").
 		BoolVar(&c.PodInfo)
