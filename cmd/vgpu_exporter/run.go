@@ -110,8 +110,9 @@ func (s *service) about(cfg *config) webui.About {
 }
 
 // logServing says, once, what is served where: the line a newcomer
-// reads first to know where to look. It is written at start, before the
-// GPUs are read (or just after: the sampler has started): its tuner_mode
+// reads first to know where to look. It is written at start, once the
+// listeners are bound (a port taken logs no such line, only the error),
+// as the GPUs are first read (the sampler has started): its tuner_mode
 // is the flags' (webui.About.FlaggedTunerModes), said so where a GPU has
 // a mode of its own; the landing page says the modes applied.
 func (s *service) logServing(cfg *config) {
@@ -293,22 +294,28 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	// A server per listener: exporter-toolkit wraps a server's handler in
 	// the web configuration as it serves a listener (httplimit.Group).
 	servers := httplimit.NewGroup(h, httplimit.FitOpenFiles(cfg.httpLimits(), s.logger), log.With(s.logger, "component", "web"))
-	servers.Prepare = notifyReadyOnServe(s.logger)
-	s.logServing(cfg)
+	ready := notifyReadyOnServe(s.logger)
+	var serving sync.Once
+	servers.Prepare = func(srv *http.Server) {
+		// The listeners are bound and the web configuration read.
+		serving.Do(func() { s.logServing(cfg) })
+		ready(srv)
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- servers.ListenAndServe(&flags, slogger) }()
 
 	var result error
+	bound := stopBound(cfg.Tuner.RestoreTimeout, s.tuner != nil)
 	select {
 	case <-ctx.Done():
-		level.Info(s.logger).Log("msg", "shutting down", "timeout", shutdownTimeout)
+		level.Info(s.logger).Log("msg", "shutting down", "timeout", bound)
 	case err := <-serveErr:
 		if !errors.Is(err, http.ErrServerClosed) {
 			result = serveError(cfg, err)
 		}
 		serveErr <- err // for the shutdown below, which waits for it
 	}
-	notifyStopping(s.logger, stopBound(cfg.Tuner.RestoreTimeout, s.tuner != nil))
+	notifyStopping(s.logger, bound)
 	cancel()
 	// The restore comes first, on its own deadline (--tuner.restore-timeout): what
 	// else is stuck (a request, a background read, the builder) cannot
