@@ -155,7 +155,7 @@ func addFlags(app *kingpin.Application) *config {
 	// exporter-toolkit declares it; whether it was given is asked of
 	// kingpin, as of the exporter's own flags.
 	app.GetFlag("web.config.file").IsSetByUser(&c.webConfigSet)
-	app.Flag("web.telemetry-path", "Path under which to expose metrics.").
+	app.Flag("web.telemetry-path", "Path at which to expose metrics: a clean URL path, not ending in '/'.").
 		Default("/metrics").StringVar(&c.TelemetryPath)
 	app.Flag("web.disable-exporter-metrics", "Exclude metrics about the exporter itself (promhttp_*, process_*, go_*, build info); the web configuration's vgpu_web_config_* (reloads, certificate expiry) are still served.").
 		BoolVar(&c.DisableExporterMetrics)
@@ -228,6 +228,10 @@ func (c *config) validate() error {
 		// the server redirects such a path to its clean form, where
 		// nothing is served
 		errs = append(errs, fmt.Errorf("--web.telemetry-path %q is not a clean path (no empty, '.' or '..' segments): requests for it are redirected to %q", p, path.Clean(p)))
+	}
+	if p := c.TelemetryPath; strings.HasSuffix(p, "/") && strings.TrimRight(p, "/") != "" {
+		// a subtree's pattern: metrics at every path below it
+		errs = append(errs, fmt.Errorf("--web.telemetry-path %q ends in '/': metrics would be served at every path below it; give %q", p, strings.TrimRight(p, "/")))
 	}
 	if reserved(path.Clean(c.TelemetryPath)) { // (a reserved path is clean)
 		errs = append(errs, fmt.Errorf("--web.telemetry-path %q clashes with a built-in endpoint", c.TelemetryPath))
