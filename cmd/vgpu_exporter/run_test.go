@@ -415,6 +415,19 @@ func serveWebConfig(t *testing.T, args ...string) (webCfg, base string, logs *te
 	return webCfg, base, logs, hup, checks
 }
 
+// checkWeb has the service's check of --web.config.file (serveWebConfig's
+// checks) run n times.
+func checkWeb(t *testing.T, checks chan<- time.Time, n int) {
+	t.Helper()
+	for range n + 1 { // the last send returns once the n-th check is done
+		select {
+		case checks <- time.Time{}:
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing checks --web.config.file for a change")
+		}
+	}
+}
+
 // getAs is the status of a GET of url with basic auth user and pass
 // (none where user is empty).
 func getAs(t *testing.T, url, user, pass string) int {
@@ -542,16 +555,7 @@ func TestSIGHUPBeforeRunIsCaught(t *testing.T) {
 // last good credentials still passing, and a good one after it adopted.
 func TestServiceWebConfigCheckedForChanges(t *testing.T) {
 	webCfg, base, logs, _, checks := serveWebConfig(t)
-	check := func(n int) {
-		t.Helper()
-		for range n + 1 { // the last send returns once the n-th check is done
-			select {
-			case checks <- time.Time{}:
-			case <-time.After(10 * time.Second):
-				t.Fatal("nothing checks --web.config.file for a change")
-			}
-		}
-	}
+	check := func(n int) { t.Helper(); checkWeb(t, checks, n) }
 	setPassword := func(pass string) {
 		t.Helper()
 		hash, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/webconf"
@@ -20,19 +19,9 @@ import (
 // served without authentication, logged at info as a change now in use.)
 func TestServiceWebConfigAuthRemovalRefused(t *testing.T) {
 	webCfg, base, logs, _, checks := serveWebConfig(t)
-	check := func(n int) {
-		t.Helper()
-		for range n + 1 { // the last send returns once the n-th check is done
-			select {
-			case checks <- time.Time{}:
-			case <-time.After(10 * time.Second):
-				t.Fatal("nothing checks --web.config.file for a change")
-			}
-		}
-	}
-	check(1)
+	checkWeb(t, checks, 1)
 	testutil.ReplaceFile(t, webCfg, nil)
-	check(5)
+	checkWeb(t, checks, 5)
 	for _, r := range []struct{ method, path string }{{"GET", "/metrics"}, {"GET", "/tuner"}, {"POST", "/-/reload"}} {
 		req, _ := http.NewRequest(r.method, base+r.path, nil)
 		resp, err := http.DefaultClient.Do(req)
