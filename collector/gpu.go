@@ -54,7 +54,7 @@ func newGPUCollector(log.Logger) (Collector, error) {
 	l := []string{"gpu", "uuid"}
 	with := func(extra ...string) []string { return append(append([]string{}, l...), extra...) }
 	c.info = c.add("gpu_info", "Identity of a GPU; always 1.", with("name", "pci_bus_id", "mode", "driver_version", "cuda_version", "activity_source")...)
-	c.up = c.add("gpu_up", "1 if the GPU was read in the last sample, 0 if it was lost or timed out.", l...)
+	c.up = c.add("gpu_up", "1 if the GPU was read in the last sample; 0 if it was lost, needs a reset or timed out (NVML's GPU_IS_LOST, RESET_REQUIRED, TIMEOUT), or an unknown error left it without a UUID or without any of memory, SM clock, power, temperature, utilization and energy. A reading failing alone leaves only its series absent.", l...)
 	c.smCount = c.add("gpu_streaming_multiprocessors", "Number of streaming multiprocessors of the GPU.", l...)
 	c.bandwidth = c.add("gpu_memory_bandwidth_max_bytes_per_second", "Peak device memory (HBM) bandwidth of the GPU.", l...)
 	c.smActive = c.add("gpu_sm_active_ratio", "Fraction of time at least one warp was resident on an SM, averaged over SMs, over the sample interval.", l...)

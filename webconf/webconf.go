@@ -47,6 +47,7 @@ type Kept struct {
 	// not outside Linux, nor where the system refuses memfd_create.
 	inMemory bool
 	tls      bool // whether the configuration in use sets up TLS
+	auth     bool // whether it sets basic auth (a user in basic_auth_users)
 	// files are the copies of the certificate, key and client CA files
 	// that copy names (nil: none); previous are those it named before the
 	// last change of them, left open for a handshake under way that read
@@ -58,7 +59,8 @@ type Kept struct {
 	// pending is what a check found differing from seen: a change is
 	// reloaded only when the next check finds the same files again, so a
 	// file caught half written (emptied, then written: an empty one
-	// validates, and asks no password) is never put in use.
+	// validates; a reload refuses it only where basic auth was in use)
+	// is never put in use.
 	pending    [sha256.Size]byte
 	hasPending bool
 	// systemErr is the text of the last reported failure that was the
@@ -79,7 +81,8 @@ type Kept struct {
 // caller names the file.
 // warn (nil: none) is told, once each time a client CA file is put in use
 // (here, or by a reload or check), of each of its PEM blocks that
-// exporter-toolkit skips, naming the file and the block.
+// exporter-toolkit skips, naming the file and the block; and, here, when
+// the file sets neither TLS nor basic auth (NoProtection).
 //
 // Where the system refuses memfd_create (a seccomp profile or a security
 // policy that does not allow it, a kernel before 3.17), exporter-toolkit
@@ -97,11 +100,18 @@ func Open(file string, limit int64, warn func(msg string)) (*Kept, error) {
 	if err != nil {
 		return nil, err
 	}
-	k.copy, k.files, k.tls = l.cfg, l.files, l.tls
+	k.copy, k.files, k.tls, k.auth = l.cfg, l.files, l.tls, l.auth
 	k.expiry.Store(&l.expiry)
 	k.warnSkipped(k.files)
+	if !k.tls && !k.auth && warn != nil {
+		warn(NoProtection)
+	}
 	return k, nil
 }
+
+// NoProtection is the warning of a file that sets neither TLS nor basic
+// auth: it protects nothing.
+const NoProtection = "the web configuration sets neither TLS (tls_server_config) nor basic auth (basic_auth_users): plain HTTP without authentication, as without the flag"
 
 // warnSkipped tells k.warn of the client CA blocks skipped of files, just
 // put in use.
@@ -120,6 +130,10 @@ func (k *Kept) File() string { return k.file }
 // TLS says whether the configuration sets up TLS: fixed at Open (a reload
 // that would change it is refused).
 func (k *Kept) TLS() bool { return k.tls }
+
+// ErrRestart is the error, wrapped, of a reload refused because its
+// change takes a restart: TLS turned on or off, basic auth removed.
+var ErrRestart = errors.New("that takes a restart")
 
 // InMemory says whether exporter-toolkit is given private copies, so that
 // an invalid edit is kept from use: not outside Linux, nor where the
@@ -271,9 +285,18 @@ func (k *Kept) reload() error {
 		// a copy without it would fail every handshake, one with it would
 		// still be served over plain HTTP.
 		k.discard(next)
-		return fmt.Errorf("it turns TLS %s (tls_server_config): that takes a restart", onOff(next.tls))
+		return fmt.Errorf("it turns TLS %s (tls_server_config): %w", onOff(next.tls), ErrRestart)
+	}
+	if k.auth && !next.auth {
+		// Every request would be served without authentication, from a
+		// check that caught the file emptied, a Secret written without
+		// its users, as from an edit meant so: an operator who wants
+		// that restarts the exporter.
+		k.discard(next)
+		return fmt.Errorf("it removes basic auth (no user in basic_auth_users), which would serve every request without authentication: %w", ErrRestart)
 	}
 	if next.cfg == nil {
+		k.auth = next.auth
 		k.expiry.Store(&next.expiry)
 		return nil
 	}
@@ -282,6 +305,7 @@ func (k *Kept) reload() error {
 		k.discard(next)
 		return err
 	}
+	k.auth = next.auth
 	k.expiry.Store(&next.expiry)
 	if next.files != k.files {
 		// A handshake reads the copy, then the files it names, and may
@@ -295,13 +319,13 @@ func (k *Kept) reload() error {
 }
 
 // loaded is what load made of the file: the copy to serve, the copies of
-// the files it names, whether it sets up TLS, when its certificates
-// expire.
+// the files it names, whether it sets up TLS and basic auth, when its
+// certificates expire.
 type loaded struct {
-	cfg    *memCopy   // nil where there is no memfd
-	files  *tlsCopies // nil when it names none; k.files when those hold them
-	tls    bool
-	expiry notAfter // zero without TLS
+	cfg       *memCopy   // nil where there is no memfd
+	files     *tlsCopies // nil when it names none; k.files when those hold them
+	tls, auth bool
+	expiry    notAfter // zero without TLS
 }
 
 // discard releases what load made for l and is not in use.
@@ -354,6 +378,7 @@ func (k *Kept) load() (loaded, error) {
 		k.discard(l)
 		return loaded{}, err
 	}
+	l.auth = basicAuth(data)
 	if data, l.tls, err = resolve(data, dir, l.files.pathMap()); err != nil {
 		k.discard(l)
 		return loaded{}, err
@@ -589,6 +614,16 @@ func resolve(data []byte, dir string, copies map[string]string) ([]byte, bool, e
 		return nil, false, err
 	}
 	return out.Bytes(), tc.IsEnabled(), nil
+}
+
+// basicAuth says whether data, a file that validated, sets basic auth:
+// a user in basic_auth_users (exporter-toolkit asks for none without
+// one). A document that does not decode sets none.
+func basicAuth(data []byte) bool {
+	var c struct {
+		Users map[any]any `yaml:"basic_auth_users"`
+	}
+	return yaml.Unmarshal(data, &c) == nil && len(c.Users) > 0
 }
 
 // mapValue is the value of key in the mapping node m (nil when absent).

@@ -468,7 +468,7 @@ func TestMemfdRefused(t *testing.T) {
 			expiry("at start", time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), at(2033))
 			ca, _ = testutil.SelfSignedPEM(t, at(2034), true)
 			write(t, filepath.Join(dir, "ca.crt"), string(ca))
-			write(t, f, tlsPart+"basic_auth_users: {}\n")
+			write(t, f, tlsPart+"basic_auth_users:\n  prom: "+hash(t, "n3w")+"\n")
 			if err := k.Reload(); err != nil {
 				t.Errorf("reload of a good edit: %v", err)
 			}

@@ -141,7 +141,7 @@ func addFlags(app *kingpin.Application) *config {
 		PlaceHolder("FILE").StringVar(&c.PodMetadataToken)
 	app.Flag("kubernetes.pod-metadata.ca-file", "PEM file of the CA certificates that verify an https --kubernetes.pod-metadata server (the kubelet's serving certificate). Default: the system roots.").
 		PlaceHolder("FILE").StringVar(&c.PodMetadataCA)
-	app.Flag("tenants.kubernetes-default", "With --kubernetes.pod-resources-socket, the tenant of a pod that no tenant of the tenants file matches (with no file, of every pod): namespace (its namespace), label:KEY (the value of its label KEY; needs --kubernetes.pod-metadata) or off (unassigned).").
+	app.Flag("tenants.kubernetes-default", "With --kubernetes.pod-resources-socket, the tenant of a pod that no tenant of the tenants file matches (with no file, of every pod): namespace (its namespace), label:KEY (the value of its label KEY; needs --kubernetes.pod-metadata) or off (unassigned). Default: "+tenant.PodTenancyNamespace+".").
 		Default(tenant.PodTenancyNamespace).PlaceHolder("namespace|label:KEY|off").IsSetByUser(&c.podTenancySet).SetValue(podTenancyValue{&c.PodTenancy})
 	app.Flag("kubernetes.pod-info", "Serve vgpu_tenant_pod_info: each container the kubelet's pod-resources API assigns a GPU (or MIG instance), with its pod's tenant, namespace, pod and container, to join tenant series on (needs --kubernetes.pod-resources-socket; a series per pod, so new series with every rollout). Default: off.").
 		BoolVar(&c.PodInfo)
@@ -155,9 +155,9 @@ func addFlags(app *kingpin.Application) *config {
 	// exporter-toolkit declares it; whether it was given is asked of
 	// kingpin, as of the exporter's own flags.
 	app.GetFlag("web.config.file").IsSetByUser(&c.webConfigSet)
-	app.Flag("web.telemetry-path", "Path under which to expose metrics.").
+	app.Flag("web.telemetry-path", "Path at which to expose metrics: a clean URL path, not ending in '/'.").
 		Default("/metrics").StringVar(&c.TelemetryPath)
-	app.Flag("web.disable-exporter-metrics", "Exclude metrics about the exporter itself (promhttp_*, process_*, go_*, build info).").
+	app.Flag("web.disable-exporter-metrics", "Exclude metrics about the exporter itself (promhttp_*, process_*, go_*, build info); the web configuration's vgpu_web_config_* (reloads, certificate expiry) are still served.").
 		BoolVar(&c.DisableExporterMetrics)
 	flagvalue.Int64(app, "web.max-requests", "Maximum number of parallel scrape requests; requests beyond it get 503, counted in promhttp_metric_handler_requests_total{code=\"503\"}. Use 0 to disable. /tuner page requests have a limit of their own, 2 (this where lower).", "40", &c.MaxRequests)
 	flagvalue.Int64(app, "web.max-connections", "Maximum number of open HTTP connections; beyond it the longest-idle connection is closed. Lowered to half the open-files limit when that is smaller. Use 0 to disable.", "256", &c.MaxConnections)
@@ -228,6 +228,10 @@ func (c *config) validate() error {
 		// the server redirects such a path to its clean form, where
 		// nothing is served
 		errs = append(errs, fmt.Errorf("--web.telemetry-path %q is not a clean path (no empty, '.' or '..' segments): requests for it are redirected to %q", p, path.Clean(p)))
+	}
+	if p := c.TelemetryPath; strings.HasSuffix(p, "/") && strings.TrimRight(p, "/") != "" {
+		// a subtree's pattern: metrics at every path below it
+		errs = append(errs, fmt.Errorf("--web.telemetry-path %q ends in '/': metrics would be served at every path below it; give %q", p, strings.TrimRight(p, "/")))
 	}
 	if reserved(path.Clean(c.TelemetryPath)) { // (a reserved path is clean)
 		errs = append(errs, fmt.Errorf("--web.telemetry-path %q clashes with a built-in endpoint", c.TelemetryPath))

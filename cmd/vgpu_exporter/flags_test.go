@@ -73,6 +73,9 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--sample.interval=30s"}, ""},
 		{[]string{"--web.max-requests=-1"}, "--web.max-requests"},
 		{[]string{"--web.telemetry-path=metrics"}, "must start with /"},
+		// a subtree's pattern: every path below it served metrics
+		{[]string{"--web.telemetry-path=/metrics/"}, `--web.telemetry-path "/metrics/" ends in '/'`},
+		{[]string{"--web.telemetry-path=/a/b"}, ""},
 		{[]string{"--web.listen-address=127.0.0.1:9949", "--web.listen-address=vsock://:9949"}, ""},
 		{[]string{"--web.listen-address="}, "--web.listen-address must not be empty"},
 		{[]string{"--config.check=/t.yaml"}, ""},

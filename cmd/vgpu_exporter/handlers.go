@@ -25,9 +25,13 @@ import (
 // exporter; tests fill it with fakes.
 type handlerOptions struct {
 	TelemetryPath string
-	// Self holds the exporter's own metrics (build info, Go, process);
-	// nil with --web.disable-exporter-metrics.
+	// Self holds the exporter's own metrics (build info, Go, process)
+	// and the web configuration's; with --web.disable-exporter-metrics
+	// the web configuration's alone, nil without one.
 	Self *exposition.Self
+	// NoRequestMetrics leaves promhttp_* out of Self
+	// (--web.disable-exporter-metrics).
+	NoRequestMetrics bool
 	// NewCollector returns the GPU/tenant collector restricted to the
 	// given collector names (all enabled ones when none are given). A
 	// bad name is the caller's fault (HTTP 400).
@@ -133,7 +137,7 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	metrics := httplimit.InFlight(o.MaxRequests, "metrics", o.Logger, exposition.Metrics(def, o.NewCollector, opts.Self, o.Logger))
 	// Instrumented outside the limit, so that rejected requests are counted
 	// in promhttp_metric_handler_requests_total{code="503"}.
-	if o.Self != nil {
+	if o.Self != nil && !o.NoRequestMetrics {
 		metrics = promhttp.InstrumentMetricHandler(o.Self, metrics)
 	}
 	mux.Handle(o.TelemetryPath, metrics)

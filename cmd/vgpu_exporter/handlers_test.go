@@ -170,7 +170,8 @@ func TestHandlerCustomTelemetryPath(t *testing.T) {
 
 // A --web.telemetry-path that validates is served as the URL path it is:
 // metrics there (at what a client asks for a link to it), the landing page
-// at /, nothing at a path beside it. The path is a ServeMux pattern: a
+// at /, nothing at a path beside it or below it (a path ending in '/', a
+// subtree's pattern, served metrics at every path below). The path is a ServeMux pattern: a
 // space in it made the handler panic at start, wildcards in braces served
 // metrics at every path ("/{x}") or in place of the landing page ("/{$}"),
 // and a '?' or '#' left them where no request reaches.
@@ -201,7 +202,8 @@ func TestTelemetryPathServedAsGiven(t *testing.T) {
 			u       *url.URL
 			code    int
 			content string
-		}{{u, 200, "text/plain; version=0.0.4"}, {&url.URL{Path: "/"}, 200, "text/html"}, {&url.URL{Path: "/elsewhere"}, 404, "text/plain"}} {
+		}{{u, 200, "text/plain; version=0.0.4"}, {&url.URL{Path: "/"}, 200, "text/html"}, {&url.URL{Path: "/elsewhere"}, 404, "text/plain"},
+			{&url.URL{Path: strings.TrimSuffix(u.Path, "/") + "/below"}, 404, "text/plain"}} {
 			req := httptest.NewRequest("GET", "/", nil)
 			req.URL, req.RequestURI = tc.u, tc.u.RequestURI()
 			rec := httptest.NewRecorder()

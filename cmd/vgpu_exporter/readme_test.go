@@ -203,3 +203,28 @@ func TestArchitectureListsFiles(t *testing.T) {
 		t.Errorf("docs/architecture.md's table of the exporter process lists %v, the command has %v (main.go aside)", rows, want)
 	}
 }
+
+// TestHelpShowsDefaults: --help shows a flag's default, as the README's
+// tables give it (TestReadmeFlags), where kingpin does not: a flag with a
+// placeholder is shown with it (--tuner.node-lock=FILE), not its default,
+// so its help says "Default: ..." (before, --tuner.node-lock's and
+// --tenants.kubernetes-default's were nowhere in --help).
+func TestHelpShowsDefaults(t *testing.T) {
+	t.Setenv("CUDA_MPS_PIPE_DIRECTORY", "")
+	app := kingpin.New("vgpu_exporter", "")
+	addFlags(app)
+	n := 0
+	for _, f := range app.Model().Flags {
+		def := strings.Join(f.Default, ",")
+		if f.Hidden || f.PlaceHolder == "" || def == "" || def == "false" {
+			continue
+		}
+		n++
+		if _, after, ok := strings.Cut(f.Help, "Default: "); !ok || !strings.Contains(after, def) {
+			t.Errorf("--%s=%s: its help does not say \"Default: %s\": %q", f.Name, f.PlaceHolder, def, f.Help)
+		}
+	}
+	if n < 3 {
+		t.Errorf("only %d flags with a placeholder and a default", n)
+	}
+}

@@ -110,8 +110,9 @@ func (s *service) about(cfg *config) webui.About {
 }
 
 // logServing says, once, what is served where: the line a newcomer
-// reads first to know where to look. It is written at start, before the
-// GPUs are read (or just after: the sampler has started): its tuner_mode
+// reads first to know where to look. It is written at start, once the
+// listeners are bound (a port taken logs no such line, only the error),
+// as the GPUs are first read (the sampler has started): its tuner_mode
 // is the flags' (webui.About.FlaggedTunerModes), said so where a GPU has
 // a mode of its own; the landing page says the modes applied.
 func (s *service) logServing(cfg *config) {
@@ -192,11 +193,16 @@ func (s *service) watchWeb(ctx context.Context, ticks <-chan time.Time) {
 // webFailedMsg is the log message of a change that a check failed to put
 // in use: a failure of the system's (webconf.SystemFailure: out of
 // descriptors or memory), retried at each check, is told apart from a
-// change found invalid, the file's: where the exporter keeps copies in
-// memory the last good configuration stays in use, elsewhere
-// exporter-toolkit reads the file as it is.
+// change found invalid, the file's, and from one refused until a restart
+// (webconf.ErrRestart: TLS turned on or off, basic auth removed): where
+// the exporter keeps copies in memory the last good configuration stays
+// in use, elsewhere exporter-toolkit reads the file as it is.
 func webFailedMsg(inMemory bool, err error) string {
 	switch {
+	case errors.Is(err, webconf.ErrRestart) && inMemory:
+		return "web configuration changed in a way that takes a restart; keeping the last good configuration until then"
+	case errors.Is(err, webconf.ErrRestart):
+		return "web configuration changed in a way that takes a restart; exporter-toolkit reads the file as it is (no in-memory copy): the change is in use"
 	case !webconf.SystemFailure(err) && inMemory:
 		return "web configuration changed but is invalid; keeping the last good configuration"
 	case !webconf.SystemFailure(err):
@@ -231,15 +237,22 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	var self *exposition.Self
 	if !cfg.DisableExporterMetrics {
 		self = selfRegistry()
-		if s.web != nil {
-			self.MustRegister(s.web.Collector())
+	}
+	if s.web != nil {
+		// The web configuration's reloads and certificates are the
+		// exporter's security, not its runtime: served with
+		// --web.disable-exporter-metrics too.
+		if self == nil {
+			self = exposition.NewSelf()
 		}
+		self.MustRegister(s.web.Collector())
 	}
 	clog := log.With(s.logger, "component", "collector")
 	pageInfo := tunerPageInfoOf(cfg)
 	h, err := newHandler(handlerOptions{
-		TelemetryPath: cfg.TelemetryPath,
-		Self:          self,
+		TelemetryPath:    cfg.TelemetryPath,
+		Self:             self,
+		NoRequestMetrics: cfg.DisableExporterMetrics,
 		NewCollector: func(filters ...string) (prometheus.Collector, error) {
 			return s.withTuner(newCollector, clog, filters)
 		},
@@ -281,22 +294,28 @@ func (s *service) serve(ctx context.Context, cfg *config, newCollector collector
 	// A server per listener: exporter-toolkit wraps a server's handler in
 	// the web configuration as it serves a listener (httplimit.Group).
 	servers := httplimit.NewGroup(h, httplimit.FitOpenFiles(cfg.httpLimits(), s.logger), log.With(s.logger, "component", "web"))
-	servers.Prepare = notifyReadyOnServe(s.logger)
-	s.logServing(cfg)
+	ready := notifyReadyOnServe(s.logger)
+	var serving sync.Once
+	servers.Prepare = func(srv *http.Server) {
+		// The listeners are bound and the web configuration read.
+		serving.Do(func() { s.logServing(cfg) })
+		ready(srv)
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- servers.ListenAndServe(&flags, slogger) }()
 
 	var result error
+	bound := stopBound(cfg.Tuner.RestoreTimeout, s.tuner != nil)
 	select {
 	case <-ctx.Done():
-		level.Info(s.logger).Log("msg", "shutting down", "timeout", shutdownTimeout)
+		level.Info(s.logger).Log("msg", "shutting down", "timeout", bound)
 	case err := <-serveErr:
 		if !errors.Is(err, http.ErrServerClosed) {
 			result = serveError(cfg, err)
 		}
 		serveErr <- err // for the shutdown below, which waits for it
 	}
-	notifyStopping(s.logger, stopBound(cfg.Tuner.RestoreTimeout, s.tuner != nil))
+	notifyStopping(s.logger, bound)
 	cancel()
 	// The restore comes first, on its own deadline (--tuner.restore-timeout): what
 	// else is stuck (a request, a background read, the builder) cannot

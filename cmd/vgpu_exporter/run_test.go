@@ -376,12 +376,12 @@ func TestNoDriverMessages(t *testing.T) {
 	}
 }
 
-// serveWebConfig serves a fake service with --web.config.file holding
+// serveWebConfig serves a fake service, with args, and --web.config.file holding
 // basic auth of user prom, password s3cret; it returns the file, the
 // base URL, the service's log, its SIGHUP channel and the ticks of its
 // checks of the file for a change (a send returns once the check before
 // it is done).
-func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffer, hup chan os.Signal, checks chan time.Time) {
+func serveWebConfig(t *testing.T, args ...string) (webCfg, base string, logs *testutil.SyncBuffer, hup chan os.Signal, checks chan time.Time) {
 	t.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
 	if err != nil {
@@ -392,7 +392,7 @@ func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffe
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	cfg := testConfig(t, "--web.listen-address="+addr, "--web.config.file="+webCfg)
+	cfg := testConfig(t, append([]string{"--web.listen-address=" + addr, "--web.config.file=" + webCfg}, args...)...)
 	logs = &testutil.SyncBuffer{}
 	svc := newService(&fakeSource{}, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewLogfmtLogger(logs))
 	if svc.web, err = webconf.Open(webCfg, maxWebConfigBytes, nil); err != nil { // as start does
@@ -413,6 +413,19 @@ func serveWebConfig(t *testing.T) (webCfg, base string, logs *testutil.SyncBuffe
 	base = "http://" + addr
 	waitUntil(t, "the server to answer", func() bool { c, _ := httpGet(base + "/-/healthy"); return c != 0 })
 	return webCfg, base, logs, hup, checks
+}
+
+// checkWeb has the service's check of --web.config.file (serveWebConfig's
+// checks) run n times.
+func checkWeb(t *testing.T, checks chan<- time.Time, n int) {
+	t.Helper()
+	for range n + 1 { // the last send returns once the n-th check is done
+		select {
+		case checks <- time.Time{}:
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing checks --web.config.file for a change")
+		}
+	}
 }
 
 // getAs is the status of a GET of url with basic auth user and pass
@@ -542,16 +555,7 @@ func TestSIGHUPBeforeRunIsCaught(t *testing.T) {
 // last good credentials still passing, and a good one after it adopted.
 func TestServiceWebConfigCheckedForChanges(t *testing.T) {
 	webCfg, base, logs, _, checks := serveWebConfig(t)
-	check := func(n int) {
-		t.Helper()
-		for range n + 1 { // the last send returns once the n-th check is done
-			select {
-			case checks <- time.Time{}:
-			case <-time.After(10 * time.Second):
-				t.Fatal("nothing checks --web.config.file for a change")
-			}
-		}
-	}
+	check := func(n int) { t.Helper(); checkWeb(t, checks, n) }
 	setPassword := func(pass string) {
 		t.Helper()
 		hash, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)

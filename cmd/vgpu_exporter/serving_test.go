@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 	"github.com/vgpu-exporter/vgpu_exporter/webconf"
 )
 
@@ -143,5 +144,62 @@ func TestTwoListenersWebConfigOncePerRequest(t *testing.T) {
 			c.Close()
 			t.Errorf("%s still accepts connections after the shutdown", addr)
 		}
+	}
+}
+
+// The serving line comes once the listeners are bound: a port taken logs
+// the error alone, not a serving line first (before, it was logged before
+// the bind, and a start that failed there said it served).
+func TestServingLoggedOnceBound(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	logs := &testutil.SyncBuffer{}
+	cfg := testConfig(t, "--web.listen-address="+taken.Addr().String(), "--sample.interval=1h")
+	svc := newService(&fakeSource{}, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewLogfmtLogger(logs))
+	if err := svc.serve(context.Background(), cfg, newFakeCollectorFor, nil); err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("serve on a port taken: %v", err)
+	}
+	if strings.Contains(logs.String(), "msg=serving") {
+		t.Errorf("a serving line logged though the port could not be bound:\n%s", logs)
+	}
+}
+
+// The shutdown's line gives the bound it keeps (stopBound, as told
+// systemd): with the tuner, its restore's timeout and the waits after it
+// (before, it said timeout=10s whatever the restore could take).
+func TestShuttingDownLogsItsBound(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tuner bool
+		want  string
+	}{
+		{"tuner", true, `msg="shutting down" timeout=40s`},
+		{"no tuner", false, `msg="shutting down" timeout=10s`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, svc, logs, _ := simTunerService(t, "--tuner.restore-timeout=30s")
+			newC := newCollector
+			if !tc.tuner {
+				newC = newFakeCollectorFor
+				logs = &testutil.SyncBuffer{}
+				svc = newService(&fakeSource{}, &fakeBuilder{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Hour, log.NewLogfmtLogger(logs))
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- svc.serve(ctx, cfg, newC, make(chan os.Signal)) }()
+			waitUntil(t, "the line saying what is served", func() bool { return strings.Contains(logs.String(), "msg=serving") })
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("serve did not return")
+			}
+			if !strings.Contains(logs.String(), tc.want) {
+				t.Errorf("the shutdown's line is not %q:\n%s", tc.want, logs)
+			}
+		})
 	}
 }
