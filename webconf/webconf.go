@@ -48,6 +48,9 @@ type Kept struct {
 	inMemory bool
 	tls      bool // whether the configuration in use sets up TLS
 	auth     bool // whether it sets basic auth (a user in basic_auth_users)
+	// clientCert is whether it requires a verified client certificate
+	// (clientCertRequired).
+	clientCert bool
 	// files are the copies of the certificate, key and client CA files
 	// that copy names (nil: none); previous are those it named before the
 	// last change of them, left open for a handshake under way that read
@@ -100,7 +103,7 @@ func Open(file string, limit int64, warn func(msg string)) (*Kept, error) {
 	if err != nil {
 		return nil, err
 	}
-	k.copy, k.files, k.tls, k.auth = l.cfg, l.files, l.tls, l.auth
+	k.copy, k.files, k.tls, k.auth, k.clientCert = l.cfg, l.files, l.tls, l.auth, l.clientCert
 	k.expiry.Store(&l.expiry)
 	k.warnSkipped(k.files)
 	if !k.tls && !k.auth && warn != nil {
@@ -132,7 +135,8 @@ func (k *Kept) File() string { return k.file }
 func (k *Kept) TLS() bool { return k.tls }
 
 // ErrRestart is the error, wrapped, of a reload refused because its
-// change takes a restart: TLS turned on or off, basic auth removed.
+// change takes a restart: TLS turned on or off, basic auth removed, a
+// verified client certificate no longer required.
 var ErrRestart = errors.New("that takes a restart")
 
 // InMemory says whether exporter-toolkit is given private copies, so that
@@ -295,8 +299,14 @@ func (k *Kept) reload() error {
 		k.discard(next)
 		return fmt.Errorf("it removes basic auth (no user in basic_auth_users), which would serve every request without authentication: %w", ErrRestart)
 	}
+	if k.clientCert && !next.clientCert {
+		// As basic auth removed: every request would be served to a
+		// client without a certificate its CA verifies.
+		k.discard(next)
+		return fmt.Errorf("it no longer requires a verified client certificate (%s), which would serve clients without one: %w", next.clientAuth, ErrRestart)
+	}
 	if next.cfg == nil {
-		k.auth = next.auth
+		k.auth, k.clientCert = next.auth, next.clientCert
 		k.expiry.Store(&next.expiry)
 		return nil
 	}
@@ -305,7 +315,7 @@ func (k *Kept) reload() error {
 		k.discard(next)
 		return err
 	}
-	k.auth = next.auth
+	k.auth, k.clientCert = next.auth, next.clientCert
 	k.expiry.Store(&next.expiry)
 	if next.files != k.files {
 		// A handshake reads the copy, then the files it names, and may
@@ -319,13 +329,15 @@ func (k *Kept) reload() error {
 }
 
 // loaded is what load made of the file: the copy to serve, the copies of
-// the files it names, whether it sets up TLS and basic auth, when its
-// certificates expire.
+// the files it names, whether it sets up TLS and basic auth and requires
+// a verified client certificate, when its certificates expire.
 type loaded struct {
-	cfg       *memCopy   // nil where there is no memfd
-	files     *tlsCopies // nil when it names none; k.files when those hold them
-	tls, auth bool
-	expiry    notAfter // zero without TLS
+	cfg        *memCopy   // nil where there is no memfd
+	files      *tlsCopies // nil when it names none; k.files when those hold them
+	tls, auth  bool
+	clientCert bool
+	clientAuth string   // what it asks of a client (clientCertRequired)
+	expiry     notAfter // zero without TLS
 }
 
 // discard releases what load made for l and is not in use.
@@ -379,6 +391,7 @@ func (k *Kept) load() (loaded, error) {
 		return loaded{}, err
 	}
 	l.auth = basicAuth(data)
+	l.clientCert, l.clientAuth = clientCertRequired(tc)
 	if data, l.tls, err = resolve(data, dir, l.files.pathMap()); err != nil {
 		k.discard(l)
 		return loaded{}, err
@@ -624,6 +637,28 @@ func basicAuth(data []byte) bool {
 		Users map[any]any `yaml:"basic_auth_users"`
 	}
 	return yaml.Unmarshal(data, &c) == nil && len(c.Users) > 0
+}
+
+// clientCertRequired says whether tc, the tls_server_config of a file
+// that validated (tlsSection; nil: none set), requires of every client a certificate
+// verified against a client CA: client_auth_type RequireAndVerifyClientCert
+// with a client_ca_file or client_ca. exporter-toolkit takes an unset
+// client_auth_type as NoClientCert, and with RequireAndVerifyClientCert
+// but no client CA Go verifies a client's certificate against the
+// system's roots, any public CA's. what says, for an error, what tc asks
+// instead.
+func clientCertRequired(tc *web.TLSConfig) (required bool, what string) {
+	switch {
+	case tc == nil:
+		return false, "no tls_server_config"
+	case tc.ClientAuth == "":
+		return false, "no client_auth_type: NoClientCert"
+	case tc.ClientAuth != "RequireAndVerifyClientCert":
+		return false, "client_auth_type " + tc.ClientAuth
+	case tc.ClientCAs == "" && tc.ClientCAsText == "":
+		return false, "no client_ca_file or client_ca: verified against the system's roots"
+	}
+	return true, "client_auth_type RequireAndVerifyClientCert"
 }
 
 // mapValue is the value of key in the mapping node m (nil when absent).

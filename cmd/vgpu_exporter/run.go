@@ -194,9 +194,10 @@ func (s *service) watchWeb(ctx context.Context, ticks <-chan time.Time) {
 // in use: a failure of the system's (webconf.SystemFailure: out of
 // descriptors or memory), retried at each check, is told apart from a
 // change found invalid, the file's, and from one refused until a restart
-// (webconf.ErrRestart: TLS turned on or off, basic auth removed): where
-// the exporter keeps copies in memory the last good configuration stays
-// in use, elsewhere exporter-toolkit reads the file as it is.
+// (webconf.ErrRestart: TLS turned on or off, basic auth or a required
+// client certificate dropped): where the exporter keeps copies in memory
+// the last good configuration stays in use, elsewhere exporter-toolkit
+// reads the file as it is.
 func webFailedMsg(inMemory bool, err error) string {
 	switch {
 	case errors.Is(err, webconf.ErrRestart) && inMemory:
