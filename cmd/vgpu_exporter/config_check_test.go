@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -63,7 +69,7 @@ func TestConfigCheck(t *testing.T) {
 		{"/dev/zero", false, 1, nil, []string{"/dev/zero is not a regular file (a character device)"}},
 	} {
 		var stdout, stderr strings.Builder
-		code := checkConfig(tc.file, tc.allowEmpty, &meteringConfig{}, &stdout, &stderr)
+		code := checkConfig(tc.file, tc.allowEmpty, &meteringConfig{}, nil, &stdout, &stderr)
 		if code != tc.code {
 			t.Errorf("%s: exit %d, want %d; stderr %q", tc.file, code, tc.code, stderr.String())
 		}
@@ -116,7 +122,7 @@ func TestConfigCheckPrices(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr strings.Builder
-			if code := checkConfig(tc.file, false, tc.flags, &stdout, &stderr); code != tc.code {
+			if code := checkConfig(tc.file, false, tc.flags, nil, &stdout, &stderr); code != tc.code {
 				t.Errorf("exit %d, want %d; stderr %q", code, tc.code, stderr.String())
 			}
 			if !strings.Contains(stdout.String(), tc.out) {
@@ -174,7 +180,7 @@ func TestConfigCheckListsEveryProblem(t *testing.T) {
 				t.Fatal(err)
 			}
 			var stdout, stderr strings.Builder
-			if code := checkConfig(file, false, &meteringConfig{}, &stdout, &stderr); code != 1 {
+			if code := checkConfig(file, false, &meteringConfig{}, nil, &stdout, &stderr); code != 1 {
 				t.Fatalf("exit %d, want 1; stderr %q", code, stderr.String())
 			}
 			want := append(append([]string{tc.first}, tc.also...), wholeFile(tc.restAt)...)
@@ -193,5 +199,58 @@ func TestConfigCheckListsEveryProblem(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConfigCheckSimSources: with --backend=sim, --config.check holds a
+// tenants file to what a start on the scenario does, with the start's
+// words and line: a sim:// source of an application the scenario does not
+// run is refused; without --backend=sim the file stays valid (its sources
+// read no simulator); a scenario that cannot be read is named.
+func TestConfigCheckSimSources(t *testing.T) {
+	b, err := os.ReadFile("../../scenarios/h100-timeslice.tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(strings.Replace(string(b), "sim://chat", "sim://nosuch", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused := bad + `:10: tenant "chat": latency_source sim://nosuch: sim: no tenant named "nosuch" in scenario h100-timeslice`
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr []string
+	}{
+		{"sim, good", []string{"--config.check=" + good, "--backend=sim"}, 0, nil},
+		{"sim, no such application", []string{"--config.check=" + bad, "--backend=sim"}, 1, []string{refused, bad + ": INVALID"}},
+		{"another scenario", []string{"--config.check=" + good, "--backend=sim", "--sim.scenario=h200-mig"}, 1, []string{good + `:18: tenant "recsys": latency_source sim://recsys: sim: no tenant named "recsys" in scenario h200-mig`}},
+		{"no such scenario", []string{"--config.check=" + good, "--backend=sim", "--sim.scenario=nosuch"}, 1, []string{"--sim.scenario=nosuch: no such file, and not a built-in scenario", good + ": not checked"}},
+		{"not sim", []string{"--config.check=" + bad}, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			app := kingpin.New("vgpu_exporter", "")
+			app.Terminate(nil)
+			if code := run(context.Background(), app, tc.args, &stdout, &stderr); code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %q", code, tc.code, stderr.String())
+			}
+			for _, w := range tc.stderr {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr %q lacks %q", stderr.String(), w)
+				}
+			}
+		})
+	}
+	// the start refuses the file with the same words
+	_, err = buildOn(testConfig(t, "--backend=sim", "--tenants.config="+bad), gpu.NewManualClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)), log.NewNopLogger())
+	if err == nil || !strings.Contains(err.Error(), refused) {
+		t.Errorf("the start's error %v, want one containing %q", err, refused)
 	}
 }
