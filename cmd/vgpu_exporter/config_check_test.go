@@ -254,3 +254,45 @@ func TestConfigCheckSimSources(t *testing.T) {
 		t.Errorf("the start's error %v, want one containing %q", err, refused)
 	}
 }
+
+// --metering.* flags given beside a tenants file with a metering section
+// are replaced by it, as documented: the start warns, naming the flags and
+// both prices; before, they went unused without a word. Without the
+// section, or without the flags, nothing is warned.
+func TestMeteringFlagsReplacedWarned(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, metering string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("tenants:\n  - name: web\n    selectors: [{executable: vllm}]\n"+metering), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	priced := write("priced.yaml", "metering:\n  currency: EUR\n  price_per_gpu_hour: 2.25\n")
+	plain := write("plain.yaml", "")
+	flags := []string{"--metering.currency=USD", "--metering.price-per-kwh=0.3"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		warn bool
+	}{
+		{"section and flags", append([]string{"--tenants.config=" + priced}, flags...), true},
+		{"flags alone", append([]string{"--tenants.config=" + plain}, flags...), false},
+		{"section alone", []string{"--tenants.config=" + priced}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			clock := gpu.NewManualClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
+			svc, err := buildOn(testConfig(t, append([]string{"--backend=sim"}, tc.args...)...), clock, log.NewLogfmtLogger(&logs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc.src.Close()
+			want := `level=warn msg="the tenants file's metering section replaces every --metering.* flag: the flags given are not used" file=` + priced +
+				` file_prices="2.25 EUR per GPU-hour" flags="--metering.currency --metering.price-per-kwh" flag_prices="0.3 USD per kWh"`
+			if warned := strings.Contains(logs.String(), "metering section replaces"); warned != tc.warn || tc.warn && !strings.Contains(logs.String(), want) {
+				t.Errorf("logs %s, want the warning %v: %s", logs.String(), tc.warn, want)
+			}
+		})
+	}
+}

@@ -51,6 +51,7 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 		return nil, err
 	}
 	flagPrices, _ := cfg.Metering.prices() // checked by validate
+	warnMeteringReplaced(logger, ts.String(), tcfg, &cfg.Metering)
 	level.Info(logger).Log("msg", "tenants configuration", "source", ts.String(), "tenants", len(tcfg.Tenants), "prices", tcfg.PricesInUse(flagPrices))
 	opts, err := builderIO(cfg, src, clock, log.With(logger, "component", "tenant"))
 	if err != nil {
