@@ -91,13 +91,7 @@ func TestConfigCheck(t *testing.T) {
 // prints the prices in use and where they come from.
 func TestConfigCheckPrices(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, metering string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte("tenants:\n  - name: chat\n    selectors: [{executable: vllm}]\n"+metering), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, metering string) string { return writeOneTenant(t, filepath.Join(dir, name), metering) }
 	plain := write("plain.yaml", "")
 	priced := write("priced.yaml", "metering:\n  currency: EUR\n  price_per_gpu_hour: 2.25\n  price_per_kwh: 0.3\n")
 	bad := write("bad.yaml", "metering:\n  currency: euro\n  price_per_gpu_hour: -2\n")
@@ -261,13 +255,7 @@ func TestConfigCheckSimSources(t *testing.T) {
 // section, or without the flags, nothing is warned.
 func TestMeteringFlagsReplacedWarned(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, metering string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte("tenants:\n  - name: web\n    selectors: [{executable: vllm}]\n"+metering), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, metering string) string { return writeOneTenant(t, filepath.Join(dir, name), metering) }
 	priced := write("priced.yaml", "metering:\n  currency: EUR\n  price_per_gpu_hour: 2.25\n")
 	plain := write("plain.yaml", "")
 	flags := []string{"--metering.currency=USD", "--metering.price-per-kwh=0.3"}
@@ -295,4 +283,14 @@ func TestMeteringFlagsReplacedWarned(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeOneTenant writes at path a tenants file of one tenant (one that no
+// built-in scenario runs) and the lines rest, and returns path.
+func writeOneTenant(t *testing.T, path, rest string) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("tenants:\n  - name: web\n    selectors: [{executable: vllm}]\n"+rest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
