@@ -25,8 +25,9 @@ import (
 
 // simHost runs a built-in scenario for a few tuner rounds (recommend mode,
 // the simulator's actuators) and returns its last snapshot and the tuner's
-// status.
-func simHost(t *testing.T, scenario string) (*tenant.Snapshot, *tuner.Tuner) {
+// status as the exporter serves it: a runner's, with the interval it runs
+// the rounds at.
+func simHost(t *testing.T, scenario string) (*tenant.Snapshot, func() *tuner.Status) {
 	t.Helper()
 	h := simtest.New(t, "../scenarios/"+scenario+".yaml", "../scenarios/"+scenario+".tenants.yaml")
 	tu, err := tuner.New(tuner.DefaultOptions(tuner.Options{
@@ -36,17 +37,18 @@ func simHost(t *testing.T, scenario string) (*tenant.Snapshot, *tuner.Tuner) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const interval = 15 * time.Second
 	ctx := context.Background()
 	var snap *tenant.Snapshot
 	for i := range 8 {
-		r := h.Sample(ctx, 15*time.Second)
+		r := h.Sample(ctx, interval)
 		h.Builder.Refresh(ctx)
-		snap = h.Builder.Build(r, gpu.SamplerStats{SamplesTotal: uint64(i + 1), LastSuccess: h.Clock.Now(), Interval: 15 * time.Second})
+		snap = h.Builder.Build(r, gpu.SamplerStats{SamplesTotal: uint64(i + 1), LastSuccess: h.Clock.Now(), Interval: interval})
 		if _, err := tu.RunOnce(ctx, snap); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return snap, tu
+	return snap, tuner.NewRunner(tu, nil, h.Clock, interval, func() *tenant.Snapshot { return snap }, nil).Status
 }
 
 // cardinalityTerms count, for each "Each" of the cardinality table in
@@ -287,8 +289,8 @@ func TestCardinalityDoc(t *testing.T) {
 	}
 	for _, sc := range scenarios {
 		t.Run(sc, func(t *testing.T) {
-			snap, tu := simHost(t, sc)
-			st := tu.Status()
+			snap, status := simHost(t, sc)
+			st := status()
 			count := func(g map[string]int) (n, tunerN int) {
 				for name, v := range g {
 					n += v
@@ -299,7 +301,7 @@ func TestCardinalityDoc(t *testing.T) {
 				return n, tunerN
 			}
 			served := map[string]int{}
-			for name, mf := range testutil.Gather(t, newExporter(t, snap, builtin...), NewTunerCollector(tu.Status), versioncollector.NewCollector("vgpu_exporter")) {
+			for name, mf := range testutil.Gather(t, newExporter(t, snap, builtin...), NewTunerCollector(status), versioncollector.NewCollector("vgpu_exporter")) {
 				served[name] = len(mf.GetMetric())
 			}
 			got, gotTuner := count(served)

@@ -70,14 +70,23 @@ func cmpJournal(j string) string {
 }
 
 // AcquireNodeLock takes the node lock at path without waiting, creating
-// the file (and its directory) when missing, and writes holder's note in
-// it. Refused: a lock another process holds (the error quotes its note),
-// a file that is not a regular one or not a node lock (it is never
-// written), a file system without locks (a lock there would exclude
-// nothing) and a path that cannot be created.
+// the file when missing, and writes holder's note in it. Of directories
+// it creates the default lock's alone, as systemd's RuntimeDirectory
+// would (DefaultNodeLock's). Refused: a lock another process holds (the
+// error quotes its note), a file that is not a regular one or not a node
+// lock (it is never written), a file system without locks (a lock there
+// would exclude nothing), a path that cannot be created, and another
+// path whose directory is not there: a mistyped path would be a lock of
+// its own, which keeps no other tuner out.
 func AcquireNodeLock(path string, holder NodeLockHolder) (*NodeLock, error) {
-	if err := mkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("creating the directory of %s: %w%s", path, err, notWritable(err))
+	return acquireNodeLock(path, filepath.Dir(DefaultNodeLock), holder)
+}
+
+// acquireNodeLock is AcquireNodeLock, made is the one directory it
+// creates when missing.
+func acquireNodeLock(path, made string, holder NodeLockHolder) (*NodeLock, error) {
+	if err := nodeLockDir(path, made); err != nil {
+		return nil, err
 	}
 	if m, ok := irregular(path, os.Lstat); ok {
 		if m&fs.ModeSymlink != 0 {
@@ -154,6 +163,29 @@ func lockNode(f *os.File, path string) (*NodeLock, error) {
 
 // mkdirAll creates the lock's directory (tests replace it).
 var mkdirAll = os.MkdirAll
+
+// nodeLockDir makes sure the directory of the node lock at path is
+// there: made (mode 0755) where it is the directory made, else refused
+// when missing.
+func nodeLockDir(path, made string) error {
+	dir := filepath.Dir(path)
+	if filepath.Clean(dir) == filepath.Clean(made) {
+		if err := mkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("creating the directory of %s: %w%s", path, err, notWritable(err))
+		}
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("the directory of %s, %s, is not there: of the lock's directories only the default's, %s, is made (a mistyped path would be a lock of its own, which keeps no other tuner out); create it, or give the path every install on the node names", path, dir, made)
+	case err != nil:
+		return fmt.Errorf("the directory of %s: %w", path, err)
+	case !fi.IsDir():
+		return fmt.Errorf("the directory of %s, %s, is not a directory", path, dir)
+	}
+	return nil
+}
 
 // notWritable says, after an error creating the lock, where the directory
 // a tuner in enforce needs comes from: an install upgraded from a version

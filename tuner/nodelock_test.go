@@ -17,8 +17,8 @@ import (
 // naming the lock and the holder's note (PID, namespace, journal), and the
 // holder's note is left as it was. Before, nothing kept them apart.
 func TestNodeLockSecondRefused(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "run", "tuner.lock") // directory created
-	first, err := AcquireNodeLock(path, NodeLockHolder{Journal: "/var/lib/vgpu-exporter/tuner-journal.jsonl", Mode: "enforce", Started: t0})
+	path := filepath.Join(t.TempDir(), "run", "tuner.lock") // directory created, as the default's
+	first, err := acquireNodeLock(path, filepath.Dir(path), NodeLockHolder{Journal: "/var/lib/vgpu-exporter/tuner-journal.jsonl", Mode: "enforce", Started: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestNodeLockRefusals(t *testing.T) {
 		name, path, want string
 		flock            error
 	}{
-		{"parent is a file", filepath.Join(file, "tuner.lock"), "creating the directory of " + filepath.Join(file, "tuner.lock"), nil},
+		{"parent is a file", filepath.Join(file, "tuner.lock"), "the directory of " + filepath.Join(file, "tuner.lock") + ", " + file + ", is not a directory", nil},
 		// the type in words: "(d---------)" read as a directory no one may open
 		{"a directory", dir, dir + " is not a regular file (a directory), not opened", nil},
 		{"a FIFO", fifo, fifo + " is not a regular file (a named pipe), not opened", nil},

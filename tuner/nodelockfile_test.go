@@ -117,7 +117,7 @@ func TestNodeLockDirectoryNotWritable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			mkdirAll = func(string, os.FileMode) error { return tc.err }
 			defer func() { mkdirAll = os.MkdirAll }()
-			path := filepath.Join(t.TempDir(), "run", "tuner.lock")
+			path := DefaultNodeLock // its directory is made (here, fails to be)
 			l, err := AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0})
 			if err == nil {
 				l.Close()
@@ -127,6 +127,43 @@ func TestNodeLockDirectoryNotWritable(t *testing.T) {
 			if !strings.Contains(s, "creating the directory of "+path+": "+tc.err.Error()) ||
 				strings.Contains(s, "tuner-enforce.conf's RuntimeDirectory=vgpu-exporter") != tc.hint {
 				t.Errorf("error %q, the line on the directory's source: %v", s, tc.hint)
+			}
+		})
+	}
+}
+
+// TestNodeLockDirectoryNotMade: of the lock's directories only the
+// default's is made, as systemd's RuntimeDirectory makes it; another
+// path's missing directory is refused, naming the path, and not made: a
+// mistyped --tuner.node-lock made a second lock of its own, which kept no
+// other tuner out. An existing directory is used.
+func TestNodeLockDirectoryNotMade(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"missing", filepath.Join(dir, "rnu", "vgpu-exporter", "tuner.lock"),
+			"the directory of " + filepath.Join(dir, "rnu", "vgpu-exporter", "tuner.lock") + ", " + filepath.Join(dir, "rnu", "vgpu-exporter") + ", is not there: of the lock's directories only the default's, /run/vgpu-exporter, is made"},
+		{"there", filepath.Join(dir, "tuner.lock"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := AcquireNodeLock(tc.path, NodeLockHolder{Mode: "enforce", Started: t0})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.Close()
+				return
+			}
+			if err == nil {
+				l.Close()
+				t.Fatal("taken")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q lacks %q", err, tc.want)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, "rnu")); err == nil {
+				t.Errorf("%s made", filepath.Join(dir, "rnu"))
 			}
 		})
 	}
@@ -187,7 +224,7 @@ func TestNodeLockSameInstant(t *testing.T) {
 	for range n {
 		go func() {
 			<-start
-			l, err := AcquireNodeLock(path, NodeLockHolder{Mode: "enforce", Started: t0})
+			l, err := acquireNodeLock(path, filepath.Dir(path), NodeLockHolder{Mode: "enforce", Started: t0})
 			out <- result{l, err}
 		}()
 	}

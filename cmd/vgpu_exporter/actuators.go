@@ -68,7 +68,7 @@ func addActuatorFlags(app *kingpin.Application, c *actuatorConfig) {
 	app.Flag("mps.pipe-directory", "CUDA_MPS_PIPE_DIRECTORY of the MPS control daemon (the Kubernetes device plugin's daemon of a resource uses /run/nvidia/mps/RESOURCE/pipe, e.g. /run/nvidia/mps/nvidia.com/gpu/pipe). Default: $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps.").
 		Default(pipe).PlaceHolder("DIR").StringVar(&c.MPSPipeDirectory)
 	flagvalue.Duration(app, flagMPSTimeout, "Timeout of one MPS control daemon command.", mps.DefaultTimeout.String(), &c.MPSTimeout)
-	app.Flag("mps.restart-hook", "Program run to restart an MPS client (or switch over to a standby) so that a new active-thread percentage takes effect; called as HOOK TENANT PID GPU_UUID FRACTION (docs/backends.md). Default: none, so changes wait for the client's own restart.").
+	app.Flag("mps.restart-hook", "Program run to restart an MPS client (or switch over to a standby) so that a new active-thread percentage takes effect; called as HOOK TENANT PID GPU_UUID FRACTION (docs/backends.md). Default: none, so changes wait for the client's own restart. Not run with --backend=sim (warned of), whose clients restart in the simulation.").
 		PlaceHolder("PATH").StringVar(&c.MPSRestartHook)
 	flagvalue.Duration(app, flagMPSRestartTimeout, "Timeout of one run of --mps.restart-hook.", mps.DefaultRestartTimeout.String(), &c.MPSRestartTimeout)
 	app.Flag("nvidia-smi.path", "nvidia-smi used to set the compute time-slice level (nvidia-smi compute-policy); empty disables the time-slice actuator.").
@@ -135,6 +135,7 @@ func detectActuators(ctx context.Context, cfg *config, src gpu.Source, logger lo
 	if cfg.Backend == backendSim {
 		// The eviction first: every plan goes to it (the simulator still
 		// moves processes for it), and the knobs of plans are described so.
+		warnSimRestartHook(cfg.Actuators, logger)
 		return append(simRebalancer(cfg.Actuators, out, logger), out...)
 	}
 	a := cfg.Actuators
@@ -297,6 +298,16 @@ func simPlans(own []tuner.NamedActuator) string {
 		}
 	}
 	return "plans are only recommended"
+}
+
+// warnSimRestartHook says that --mps.restart-hook is not run on the
+// simulator, as simRebalancer says of a rebalancing hook: the program
+// would act on the simulated clients' PIDs, and the simulator restarts
+// its MPS clients itself.
+func warnSimRestartHook(a actuatorConfig, logger log.Logger) {
+	if a.MPSRestartHook != "" {
+		level.Warn(logger).Log("msg", "MPS restart hook not run on the simulator: a program may act on the clients' PIDs, which are simulated; the simulator restarts its MPS clients itself", "hook", a.MPSRestartHook)
+	}
 }
 
 // simRebalancer is the rebalancing hook of the simulator backend: only the

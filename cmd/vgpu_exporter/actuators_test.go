@@ -339,3 +339,27 @@ func TestTimeoutsNameTheirFlags(t *testing.T) {
 		}
 	}
 }
+
+// On the simulator a --mps.restart-hook is not run, and the log says so,
+// naming it, as it says of a --tuner.rebalance-hook program; before, it
+// was ignored without a word.
+func TestSimRestartHookWarned(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		act  actuatorConfig
+		warn bool
+	}{
+		{"a restart hook", actuatorConfig{MPSRestartHook: "/usr/local/bin/restart-client"}, true},
+		{"none", actuatorConfig{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			detectActuators(context.Background(), &config{Backend: backendSim, Actuators: tc.act}, clockSource{}, log.NewLogfmtLogger(&logs))
+			warned := strings.Contains(logs.String(), `level=warn msg="MPS restart hook not run on the simulator`) &&
+				strings.Contains(logs.String(), "hook=/usr/local/bin/restart-client")
+			if warned != tc.warn {
+				t.Errorf("logs %s, want the hook warned of: %v", logs.String(), tc.warn)
+			}
+		})
+	}
+}

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -63,7 +69,7 @@ func TestConfigCheck(t *testing.T) {
 		{"/dev/zero", false, 1, nil, []string{"/dev/zero is not a regular file (a character device)"}},
 	} {
 		var stdout, stderr strings.Builder
-		code := checkConfig(tc.file, tc.allowEmpty, &meteringConfig{}, &stdout, &stderr)
+		code := checkConfig(tc.file, tc.allowEmpty, &meteringConfig{}, nil, &stdout, &stderr)
 		if code != tc.code {
 			t.Errorf("%s: exit %d, want %d; stderr %q", tc.file, code, tc.code, stderr.String())
 		}
@@ -85,13 +91,7 @@ func TestConfigCheck(t *testing.T) {
 // prints the prices in use and where they come from.
 func TestConfigCheckPrices(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, metering string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte("tenants:\n  - name: chat\n    selectors: [{executable: vllm}]\n"+metering), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, metering string) string { return writeOneTenant(t, filepath.Join(dir, name), metering) }
 	plain := write("plain.yaml", "")
 	priced := write("priced.yaml", "metering:\n  currency: EUR\n  price_per_gpu_hour: 2.25\n  price_per_kwh: 0.3\n")
 	bad := write("bad.yaml", "metering:\n  currency: euro\n  price_per_gpu_hour: -2\n")
@@ -116,7 +116,7 @@ func TestConfigCheckPrices(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr strings.Builder
-			if code := checkConfig(tc.file, false, tc.flags, &stdout, &stderr); code != tc.code {
+			if code := checkConfig(tc.file, false, tc.flags, nil, &stdout, &stderr); code != tc.code {
 				t.Errorf("exit %d, want %d; stderr %q", code, tc.code, stderr.String())
 			}
 			if !strings.Contains(stdout.String(), tc.out) {
@@ -174,7 +174,7 @@ func TestConfigCheckListsEveryProblem(t *testing.T) {
 				t.Fatal(err)
 			}
 			var stdout, stderr strings.Builder
-			if code := checkConfig(file, false, &meteringConfig{}, &stdout, &stderr); code != 1 {
+			if code := checkConfig(file, false, &meteringConfig{}, nil, &stdout, &stderr); code != 1 {
 				t.Fatalf("exit %d, want 1; stderr %q", code, stderr.String())
 			}
 			want := append(append([]string{tc.first}, tc.also...), wholeFile(tc.restAt)...)
@@ -194,4 +194,103 @@ func TestConfigCheckListsEveryProblem(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConfigCheckSimSources: with --backend=sim, --config.check holds a
+// tenants file to what a start on the scenario does, with the start's
+// words and line: a sim:// source of an application the scenario does not
+// run is refused; without --backend=sim the file stays valid (its sources
+// read no simulator); a scenario that cannot be read is named.
+func TestConfigCheckSimSources(t *testing.T) {
+	b, err := os.ReadFile("../../scenarios/h100-timeslice.tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(strings.Replace(string(b), "sim://chat", "sim://nosuch", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused := bad + `:10: tenant "chat": latency_source sim://nosuch: sim: no tenant named "nosuch" in scenario h100-timeslice`
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr []string
+	}{
+		{"sim, good", []string{"--config.check=" + good, "--backend=sim"}, 0, nil},
+		{"sim, no such application", []string{"--config.check=" + bad, "--backend=sim"}, 1, []string{refused, bad + ": INVALID"}},
+		{"another scenario", []string{"--config.check=" + good, "--backend=sim", "--sim.scenario=h200-mig"}, 1, []string{good + `:18: tenant "recsys": latency_source sim://recsys: sim: no tenant named "recsys" in scenario h200-mig`}},
+		{"no such scenario", []string{"--config.check=" + good, "--backend=sim", "--sim.scenario=nosuch"}, 1, []string{"--sim.scenario=nosuch: no such file, and not a built-in scenario", good + ": not checked"}},
+		{"not sim", []string{"--config.check=" + bad}, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			app := kingpin.New("vgpu_exporter", "")
+			app.Terminate(nil)
+			if code := run(context.Background(), app, tc.args, &stdout, &stderr); code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %q", code, tc.code, stderr.String())
+			}
+			for _, w := range tc.stderr {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr %q lacks %q", stderr.String(), w)
+				}
+			}
+		})
+	}
+	// the start refuses the file with the same words
+	_, err = buildOn(testConfig(t, "--backend=sim", "--tenants.config="+bad), gpu.NewManualClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)), log.NewNopLogger())
+	if err == nil || !strings.Contains(err.Error(), refused) {
+		t.Errorf("the start's error %v, want one containing %q", err, refused)
+	}
+}
+
+// --metering.* flags given beside a tenants file with a metering section
+// are replaced by it, as documented: the start warns, naming the flags and
+// both prices; before, they went unused without a word. Without the
+// section, or without the flags, nothing is warned.
+func TestMeteringFlagsReplacedWarned(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, metering string) string { return writeOneTenant(t, filepath.Join(dir, name), metering) }
+	priced := write("priced.yaml", "metering:\n  currency: EUR\n  price_per_gpu_hour: 2.25\n")
+	plain := write("plain.yaml", "")
+	flags := []string{"--metering.currency=USD", "--metering.price-per-kwh=0.3"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		warn bool
+	}{
+		{"section and flags", append([]string{"--tenants.config=" + priced}, flags...), true},
+		{"flags alone", append([]string{"--tenants.config=" + plain}, flags...), false},
+		{"section alone", []string{"--tenants.config=" + priced}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			clock := gpu.NewManualClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
+			svc, err := buildOn(testConfig(t, append([]string{"--backend=sim"}, tc.args...)...), clock, log.NewLogfmtLogger(&logs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc.src.Close()
+			want := `level=warn msg="the tenants file's metering section replaces every --metering.* flag: the flags given are not used" file=` + priced +
+				` file_prices="2.25 EUR per GPU-hour" flags="--metering.currency --metering.price-per-kwh" flag_prices="0.3 USD per kWh"`
+			if warned := strings.Contains(logs.String(), "metering section replaces"); warned != tc.warn || tc.warn && !strings.Contains(logs.String(), want) {
+				t.Errorf("logs %s, want the warning %v: %s", logs.String(), tc.warn, want)
+			}
+		})
+	}
+}
+
+// writeOneTenant writes at path a tenants file of one tenant (one that no
+// built-in scenario runs) and the lines rest, and returns path.
+func writeOneTenant(t *testing.T, path, rest string) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("tenants:\n  - name: web\n    selectors: [{executable: vllm}]\n"+rest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -102,6 +102,9 @@ type config struct {
 	configCheckSet             bool
 	tenantsConfigSet           bool
 	webConfigSet               bool
+
+	// Whether --backend.dcgm-exporter.timeout and .max-age were given.
+	dcgmTimeoutSet, dcgmMaxAgeSet bool
 }
 
 // addFlags declares the exporter's flags on app and returns the config they
@@ -129,8 +132,10 @@ func addFlags(app *kingpin.Application) *config {
 	flagvalue.Duration(app, "sample.interval", "How often the GPUs are sampled.", "1s", &c.SampleInterval)
 	app.Flag("backend.dcgm-exporter.url", "URL of a running dcgm-exporter's /metrics whose DCGM profiling fields complement NVML readings (nvml backend only).").
 		PlaceHolder("URL").StringVar(&c.DCGMExporterURL)
-	flagvalue.Duration(app, "backend.dcgm-exporter.timeout", "Timeout of one dcgm-exporter scrape; keep it below --sample.interval, which a slow answer within it delays.", "500ms", &c.DCGMTimeout)
-	flagvalue.Duration(app, "backend.dcgm-exporter.max-age", "Oldest a dcgm-exporter series whose line carries a timestamp may be; older ones are left out of the readings.", "1m", &c.DCGMMaxAge)
+	flagvalue.Duration(app, "backend.dcgm-exporter.timeout", "Timeout of one dcgm-exporter scrape; keep it below --sample.interval, which a slow answer within it delays (nvml backend only).", "500ms", &c.DCGMTimeout).
+		IsSetByUser(&c.dcgmTimeoutSet)
+	flagvalue.Duration(app, "backend.dcgm-exporter.max-age", "Oldest a dcgm-exporter series whose line carries a timestamp may be; older ones are left out of the readings (nvml backend only).", "1m", &c.DCGMMaxAge).
+		IsSetByUser(&c.dcgmMaxAgeSet)
 	app.Flag("kubernetes.pod-resources-socket", "Kubelet pod-resources socket used to map GPUs to pods, e.g. /var/lib/kubelet/pod-resources/kubelet.sock. Default: no pod mapping.").
 		PlaceHolder("PATH").StringVar(&c.PodResourcesSocket)
 	app.Flag("kubernetes.pod-metadata", "Pod metadata (labels, UIDs, container IDs) for labels selectors: a file or an http(s) URL serving a PodList in JSON (the kubelet's /pods, or the API server's pods of the node); or "+kube.KubeletPods+": the kubelet's https://ADDRESS/pods at --kubernetes.pod-metadata.kubelet-address. Default: none.").
@@ -248,10 +253,17 @@ func (c *config) validate() error {
 			}
 		}
 	}
-	if c.DCGMExporterURL != "" {
-		if c.Backend == backendSim {
-			errs = append(errs, errors.New("--backend.dcgm-exporter.url complements NVML readings; it cannot be used with --backend=sim"))
+	if c.Backend == backendSim {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"url", c.DCGMExporterURL != ""}, {"timeout", c.dcgmTimeoutSet}, {"max-age", c.dcgmMaxAgeSet}} {
+			if f.set {
+				errs = append(errs, fmt.Errorf("--backend.dcgm-exporter.%s: dcgm-exporter complements NVML readings; it cannot be used with --backend=sim", f.name))
+			}
 		}
+	}
+	if c.DCGMExporterURL != "" {
 		// named as everywhere else: a password or query token masked
 		shown := urlmask.DisplayURL(c.DCGMExporterURL)
 		u, err := url.Parse(c.DCGMExporterURL)

@@ -93,7 +93,10 @@ func TestFlagValidation(t *testing.T) {
 		{[]string{"--web.listen-address=127.0.0.1:9949", "--web.listen-address="}, "--web.listen-address must not be empty"},
 		{[]string{"--web.telemetry-path=/-/ready"}, "clashes with a built-in endpoint"},
 		{[]string{"--web.telemetry-path=/tuner"}, "clashes with a built-in endpoint"},
-		{[]string{"--backend=sim", "--backend.dcgm-exporter.url=http://x:9400/metrics"}, "cannot be used with --backend=sim"},
+		{[]string{"--backend=sim", "--backend.dcgm-exporter.url=http://x:9400/metrics"}, "--backend.dcgm-exporter.url: dcgm-exporter complements NVML readings; it cannot be used with --backend=sim"},
+		// refused as the URL is, not taken and ignored
+		{[]string{"--backend=sim", "--backend.dcgm-exporter.timeout=1s"}, "--backend.dcgm-exporter.timeout: dcgm-exporter complements NVML readings; it cannot be used with --backend=sim"},
+		{[]string{"--backend=sim", "--backend.dcgm-exporter.max-age=1m"}, "--backend.dcgm-exporter.max-age: dcgm-exporter complements NVML readings; it cannot be used with --backend=sim"},
 		{[]string{"--backend.dcgm-exporter.url=ftp://x/metrics"}, "scheme must be http or https"},
 		{[]string{"--backend.dcgm-exporter.url=http:///metrics"}, "no host"},
 		{[]string{"--backend.dcgm-exporter.url=http://x:9400/", "--backend.dcgm-exporter.timeout=0s"}, "timeout must be positive"},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -49,8 +50,7 @@ func runJournal(args []string, stdout, stderr io.Writer, now func() time.Time) i
 	}
 	if len(*keys) == 0 && len(*gpus) == 0 {
 		if _, err := os.Lstat(*path); errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(stdout, "no journal at %s (none written yet, or another path): nothing for a start to restore\n", *path)
-			return 0
+			return noJournal(*path, stdout, stderr)
 		}
 		open, st, err := tuner.ReadJournal(*path)
 		if err != nil {
@@ -72,6 +72,25 @@ func runJournal(args []string, stdout, stderr io.Writer, now func() time.Time) i
 		return 1
 	}
 	return rc
+}
+
+// noJournal says that no journal is at path, and returns the exit status:
+// 0 where its directory is there (none written yet: nothing for a start to
+// restore), with the path made absolute, so that another path than the
+// exporter's shows; 1 where the directory is not there either (a mistyped
+// path, not the all clear of a journal never written).
+func noJournal(path string, stdout, stderr io.Writer) int {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	dir := filepath.Dir(abs)
+	if _, err := os.Stat(dir); err != nil {
+		fmt.Fprintf(stderr, "vgpu_exporter %s: no journal at %s, and its directory %s is not there either: a mistyped --tuner.journal? (give the exporter's)\n", journalCommand, abs, dir)
+		return 1
+	}
+	fmt.Fprintf(stdout, "no journal at %s (none written yet, or not the exporter's --tuner.journal): nothing for a start to restore\n", abs)
+	return 0
 }
 
 // droppedRecords says what the read of the journal at path dropped (done:

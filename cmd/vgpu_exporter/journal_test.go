@@ -42,7 +42,12 @@ func TestJournalCommand(t *testing.T) {
 		{args: []string{"--tuner.journal=" + journal}, rc: 0, out: "GPU-0/power_limit", notOut: "GPU-1"},
 		{args: []string{"--tuner.journal=" + journal, "--drop=GPU-0/power_limit", "--reason=GPU replaced"}, rc: 0, out: "700W"},
 		{args: []string{"--tuner.journal=" + journal}, rc: 0, out: "no original open"},
-		{args: []string{"--tuner.journal=" + journal + ".missing"}, rc: 0, out: "no journal at"},
+		// none written yet in the journal's directory: said, by the
+		// absolute path, exit 0; a directory not there either is a
+		// mistyped path, not the all clear
+		{args: []string{"--tuner.journal=" + journal + ".missing"}, rc: 0, out: "no journal at " + journal + ".missing (none written yet"},
+		{args: []string{"--tuner.journal=" + filepath.Join(filepath.Dir(journal)+".typo", "journal")}, rc: 1,
+			err: "no journal at " + filepath.Join(filepath.Dir(journal)+".typo", "journal") + ", and its directory " + filepath.Dir(journal) + ".typo is not there either: a mistyped --tuner.journal?"},
 	}
 	for i, s := range steps {
 		var out, errb bytes.Buffer
@@ -130,5 +135,19 @@ func TestJournalDropSaysWhatItRemoved(t *testing.T) {
 	}
 	if strings.Contains(string(b), "not a record") {
 		t.Errorf("the file still holds the record said removed:\n%s", b)
+	}
+}
+
+// A relative --tuner.journal with no journal there is said by its
+// absolute path, so that a path other than the exporter's shows.
+func TestJournalCommandNoJournalAbsolute(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	var out, errb bytes.Buffer
+	if rc := runJournal([]string{"--tuner.journal=journal"}, &out, &errb, func() time.Time { return time.Time{} }); rc != 0 {
+		t.Fatalf("exit %d, want 0; stderr %q", rc, errb.String())
+	}
+	if want := "no journal at " + filepath.Join(dir, "journal") + " "; !strings.Contains(out.String(), want) {
+		t.Errorf("stdout %q lacks %q", out.String(), want)
 	}
 }

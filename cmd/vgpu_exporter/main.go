@@ -65,7 +65,7 @@ func run(ctx context.Context, app *kingpin.Application, args []string, stdout, s
 		return 2
 	}
 	if cfg.ConfigCheck != "" {
-		return checkConfig(cfg.ConfigCheck, cfg.TenantsAllowEmpty, &cfg.Metering, stdout, stderr)
+		return runConfigCheck(cfg, stdout, stderr)
 	}
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintf(stderr, "vgpu_exporter: %v\n", err)

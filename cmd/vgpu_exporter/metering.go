@@ -1,7 +1,11 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/flagvalue"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
@@ -27,4 +31,33 @@ func addMeteringFlags(app *kingpin.Application, c *meteringConfig) {
 // their problems, each naming its flag.
 func (c *meteringConfig) prices() (*tenant.Prices, []error) {
 	return tenant.FlagPrices(c.Currency, c.PerGPUHour, c.PerKWh)
+}
+
+// given names the --metering.* flags given.
+func (c *meteringConfig) given() []string {
+	var out []string
+	if c.Currency != "" {
+		out = append(out, "--metering.currency")
+	}
+	if c.PerGPUHour != nil {
+		out = append(out, "--metering.price-per-gpu-hour")
+	}
+	if c.PerKWh != nil {
+		out = append(out, "--metering.price-per-kwh")
+	}
+	return out
+}
+
+// warnMeteringReplaced warns where the tenants file cfg (source) has a
+// metering section and --metering.* flags are given beside it: the
+// section replaces every flag, which would otherwise go unused without a
+// word.
+func warnMeteringReplaced(logger log.Logger, source string, cfg *tenant.Config, m *meteringConfig) {
+	flags := m.given()
+	if cfg.Metering == nil || len(flags) == 0 {
+		return
+	}
+	flagPrices, _ := m.prices() // checked by validate
+	level.Warn(logger).Log("msg", "the tenants file's metering section replaces every --metering.* flag: the flags given are not used",
+		"file", source, "file_prices", cfg.Metering.String(), "flags", strings.Join(flags, " "), "flag_prices", flagPrices.String())
 }

@@ -40,6 +40,7 @@ func startTuner(t *testing.T, args ...string) (*tuner.Runner, error) {
 func TestNodeLockKeepsASecondTunerOut(t *testing.T) {
 	dir := t.TempDir()
 	lock := filepath.Join(dir, "run", "tuner.lock")
+	os.Mkdir(filepath.Dir(lock), 0o755)
 	journalA, journalB := filepath.Join(dir, "vgpu-exporter", "j.jsonl"), filepath.Join(dir, "vgpu_exporter", "j.jsonl")
 	os.MkdirAll(filepath.Dir(journalA), 0o700)
 	os.MkdirAll(filepath.Dir(journalB), 0o700)
@@ -79,16 +80,25 @@ func TestNodeLockKeepsASecondTunerOut(t *testing.T) {
 }
 
 // TestNodeLockPathRefused: a node lock that cannot be created stops the
-// start with an error naming the flag and the path; a relative one is
-// refused at parse (installs would not share it), as is one that is the
-// journal or the kill-switch file.
+// start with an error naming the flag and the path, as does one whose
+// directory is not there (a mistyped path, whose directory made would be
+// a second lock); a relative one is refused at parse (installs would not
+// share it), as is one that is the journal or the kill-switch file.
 func TestNodeLockPathRefused(t *testing.T) {
 	notDir := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(notDir, nil, 0o600)
-	lock := filepath.Join(notDir, "tuner.lock")
-	_, err := startTuner(t, "--tuner.mode=enforce", "--tuner.node-lock="+lock)
-	if err == nil || !strings.Contains(err.Error(), "--tuner.node-lock: creating the directory of "+lock) {
-		t.Errorf("error %v", err)
+	typo := filepath.Join(t.TempDir(), "vgpu_exporter")
+	for lock, want := range map[string]string{
+		filepath.Join(notDir, "tuner.lock"): "is not a directory",
+		filepath.Join(typo, "tuner.lock"):   "is not there",
+	} {
+		_, err := startTuner(t, "--tuner.mode=enforce", "--tuner.node-lock="+lock)
+		if err == nil || !strings.Contains(err.Error(), "--tuner.node-lock: the directory of "+lock+", "+filepath.Dir(lock)+", "+want) {
+			t.Errorf("%s: error %v", lock, err)
+		}
+	}
+	if _, err := os.Lstat(typo); err == nil {
+		t.Errorf("%s made", typo)
 	}
 	if _, err := parseArgs(t, "--tuner.mode=enforce", "--tuner.node-lock=run/tuner.lock"); err == nil || !strings.Contains(err.Error(), `--tuner.node-lock "run/tuner.lock" is not an absolute path`) {
 		t.Errorf("relative path: %v", err)

@@ -51,6 +51,7 @@ func buildOn(cfg *config, clock gpu.Clock, logger log.Logger) (*service, error) 
 		return nil, err
 	}
 	flagPrices, _ := cfg.Metering.prices() // checked by validate
+	warnMeteringReplaced(logger, ts.String(), tcfg, &cfg.Metering)
 	level.Info(logger).Log("msg", "tenants configuration", "source", ts.String(), "tenants", len(tcfg.Tenants), "prices", tcfg.PricesInUse(flagPrices))
 	opts, err := builderIO(cfg, src, clock, log.With(logger, "component", "tenant"))
 	if err != nil {
@@ -164,12 +165,48 @@ func newCollector(snap func() *tenant.Snapshot, logger log.Logger, filters ...st
 	return collector.NewExporter(snap, logger, filters...)
 }
 
+// runConfigCheck is --config.check: the tenants file checkConfig checks,
+// held with --backend=sim to what a start on the scenario holds it to too
+// (simTenantsCheck: a sim:// source of an application the scenario does
+// not run is refused by its line, with the start's words). It returns the
+// exit status.
+func runConfigCheck(cfg *config, stdout, stderr io.Writer) int {
+	var check func(*tenant.Config) error
+	if cfg.Backend == backendSim {
+		s, err := scenarioSim(cfg)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			fmt.Fprintf(stderr, "%s: not checked\n", cfg.ConfigCheck)
+			return 1
+		}
+		check = simTenantsCheck(s)
+	}
+	return checkConfig(cfg.ConfigCheck, cfg.TenantsAllowEmpty, &cfg.Metering, check, stdout, stderr)
+}
+
+// scenarioSim is a simulator of the scenario --sim.scenario names, in
+// virtual time: what the start's checks of a tenants file read.
+func scenarioSim(cfg *config) (*sim.Simulator, error) {
+	sc, _, err := resolveScenario(cfg.SimScenario)
+	if err != nil {
+		return nil, err
+	}
+	s, err := sim.New(sc, sim.Options{Seed: cfg.SimSeed})
+	if err != nil {
+		return nil, fmt.Errorf("--sim.scenario=%s: %w", cfg.SimScenario, err)
+	}
+	return s, nil
+}
+
 // checkConfig validates a tenants file and the --metering.* flags of
-// metering, prints every error and the prices in use; it returns the exit
-// status.
-func checkConfig(path string, allowEmpty bool, metering *meteringConfig, stdout, stderr io.Writer) int {
+// metering, and holds a file that reads to check (nil for none), prints
+// every error and the prices in use; it returns the exit status.
+func checkConfig(path string, allowEmpty bool, metering *meteringConfig, check func(*tenant.Config) error, stdout, stderr io.Writer) int {
 	flagPrices, perrs := metering.prices()
 	cfg, err := tenant.ConfigSource{Path: path}.Load(allowEmpty)
+	if err == nil && check != nil {
+		err = check(cfg)
+	}
 	for _, e := range perrs {
 		fmt.Fprintln(stderr, e)
 	}
