@@ -128,6 +128,8 @@ type devState struct {
 
 	// clocks locked through this backend (nil when never changed here)
 	locked *bool
+	// mode: the sharing mode of the last sample that read the GPU
+	mode gpu.SharingMode
 }
 
 type gpmPrev struct {
@@ -269,16 +271,18 @@ func (b *Backend) markDown(ds *devState, err error) {
 	ds.lastErr = msg
 	// Handles of a lost GPU are not reused: re-acquire on recovery. The
 	// reset that brings it back drops a clock lock: this backend's record
-	// of one no longer says whether the clocks are locked; and it starts
-	// the driver's counters again at 0: the per-link NVLink error counts
-	// and the energy reading kept are of before it (the sums and the
-	// energy counter served go down once, a counter reset, rather than
-	// mixing counts of before and after).
+	// of one no longer says whether the clocks are locked; it ends every
+	// process, an MPS server's too: the mode last read no longer says how
+	// the GPU is shared; and it starts the driver's counters again at 0:
+	// the per-link NVLink error counts and the energy reading kept are of
+	// before it (the sums and the energy counter served go down once, a
+	// counter reset, rather than mixing counts of before and after).
 	var e *Error
 	if errors.As(err, &e) && (e.Return == nvml.ERROR_GPU_IS_LOST || e.Return == nvml.ERROR_RESET_REQUIRED) {
 		ds.handle = nil
 		ds.giProfiles, ds.giFullSMs = nil, 0
 		ds.locked = nil
+		ds.mode = ""
 		ds.nvlinkErrs = nil
 		ds.energy = energyguard.Guard{}
 		b.dropGPM(ds)
