@@ -85,6 +85,7 @@ type Backend struct {
 
 	events *eventWatcher
 	names  *procNames // the processes' names, read outside mu
+	knobs  knobLists  // the GPUs' knobs as the last sample found them, read outside mu
 }
 
 var (
@@ -130,6 +131,11 @@ type devState struct {
 	locked *bool
 	// mode: the sharing mode of the last sample that read the GPU
 	mode gpu.SharingMode
+	// for its knobs (knobs.go): whether the last sample read it as a vGPU
+	// host, and whether NVML gives its power limit's range (nil until it
+	// answered that it does or does not)
+	hostVGPU    bool
+	powerLimits *bool
 }
 
 type gpmPrev struct {
@@ -283,6 +289,7 @@ func (b *Backend) markDown(ds *devState, err error) {
 		ds.giProfiles, ds.giFullSMs = nil, 0
 		ds.locked = nil
 		ds.mode = ""
+		ds.powerLimits = nil
 		ds.nvlinkErrs = nil
 		ds.energy = energyguard.Guard{}
 		b.dropGPM(ds)
@@ -338,7 +345,9 @@ func (b *Backend) sampleGPUs(ctx context.Context) (*gpu.Readings, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		rd.Devices = append(rd.Devices, b.sampleDevice(ds, now))
+		d := b.sampleDevice(ds, now)
+		b.knobs.set(ds.uuid, b.knobsOf(ds, &d))
+		rd.Devices = append(rd.Devices, d)
 	}
 	return rd, nil
 }
@@ -387,6 +396,7 @@ func (b *Backend) Close() error {
 	}
 	b.closed = true
 	b.mu.Unlock()
+	b.knobs.clear()
 	if b.events != nil {
 		b.events.stop()
 	}
