@@ -2,17 +2,14 @@ package nvml
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 	"testing/synctest"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
-	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
-	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner/tunertest"
 )
 
@@ -32,16 +29,7 @@ func TestKnobsWhileSampleStuck(t *testing.T) {
 		if got := b.Capabilities(u0); !slices.Equal(got, want) {
 			t.Fatalf("knobs %v, want %v", got, want)
 		}
-		j, err := tuner.OpenJournal(filepath.Join(t.TempDir(), "journal"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer j.Close()
-		tu, err := tuner.New(tuner.Options{Policy: onePolicy{}, Actuators: tuner.ActuatorsOf(b), Journal: j, Clock: f.clock,
-			Mode: tuner.ModeEnforce, Logger: log.NewNopLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tu, _, _ := tunerOn(t, b, onePolicy{})
 		hang := make(chan struct{})
 		f.devs[3].GetPowerUsageFunc = func() (uint32, nvml.Return) {
 			<-hang
