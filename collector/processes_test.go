@@ -13,25 +13,28 @@ import (
 // TestGPUProcessesAbsentWhereAListUnread: vgpu_gpu_processes is served only
 // where every list that may hold a process was read. On an MPS GPU whose
 // MPS clients' list NVML refused, the compute list holds the MPS server
-// alone: served, it was 1 for a GPU running many clients.
+// alone: served, it was 1 for a GPU running many clients; and refused
+// (not unsupported), the list may hold clients whatever the mode reads.
 func TestGPUProcessesAbsentWhereAListUnread(t *testing.T) {
 	const head = "# HELP vgpu_gpu_processes Processes with a context on the GPU.\n# TYPE vgpu_gpu_processes gauge\n"
 	const two = head + `vgpu_gpu_processes{gpu="4",uuid="GPU-4444"} 2` + "\n"
 	for _, tc := range []struct {
-		name              string
-		mode              gpu.SharingMode
-		unread, mpsUnread bool
-		want              string
+		name                       string
+		mode                       gpu.SharingMode
+		unread, mpsUnread, refused bool
+		want                       string
 	}{
-		{"MPS, both lists read", gpu.SharingMPS, false, false, two},
-		{"MPS, its clients' list refused", gpu.SharingMPS, false, true, ""},
-		{"MPS, the compute list refused", gpu.SharingMPS, true, false, ""},
-		{"exclusive, an MPS list refused", gpu.SharingExclusive, false, true, two},
-		{"exclusive, the compute list refused", gpu.SharingExclusive, true, false, ""},
+		{"MPS, both lists read", gpu.SharingMPS, false, false, false, two},
+		{"MPS, its clients' list refused", gpu.SharingMPS, false, true, true, ""},
+		{"MPS, its clients' list not supported", gpu.SharingMPS, false, true, false, ""},
+		{"MPS, the compute list refused", gpu.SharingMPS, true, false, false, ""},
+		{"exclusive, an MPS list not supported", gpu.SharingExclusive, false, true, false, two},
+		{"exclusive, an MPS list refused", gpu.SharingExclusive, false, true, true, ""},
+		{"exclusive, the compute list refused", gpu.SharingExclusive, true, false, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := bareDevice()
-			d.Mode, d.ProcessesUnread, d.MPSProcessesUnread = tc.mode, tc.unread, tc.mpsUnread
+			d.Mode, d.ProcessesUnread, d.MPSProcessesUnread, d.MPSProcessesRefused = tc.mode, tc.unread, tc.mpsUnread, tc.refused
 			d.Processes = []gpu.Process{{PID: 1, Name: "nvidia-cuda-mps-server", UID: -1}, {PID: 2, Name: "vllm", UID: -1}}
 			e := newExporter(t, &tenant.Snapshot{Readings: readings(d)}, "gpu")
 			if err := testutil.CollectAndCompare(e, strings.NewReader(tc.want), "vgpu_gpu_processes"); err != nil {

@@ -89,6 +89,8 @@ type ClockLock struct {
 // CapabilityLister lists the knobs available on each GPU of a backend.
 type CapabilityLister interface {
 	// Capabilities lists the knobs available on the GPU with this UUID.
+	// It does not wait on a call to the GPU or its driver: the tuner asks
+	// it of every GPU every round, holding its own lock.
 	Capabilities(uuid string) []Knob
 }
 

@@ -154,6 +154,13 @@ type Device struct {
 	// call): an MPS client not in Processes may still run. False where it
 	// was read, and in the simulator.
 	MPSProcessesUnread bool
+	// MPSProcessesRefused is true when NVML refused the MPS clients' list
+	// (no permission, a code that does not say why), as opposed to not
+	// supporting it or the library lacking the call: MPS clients may run
+	// whatever Mode reads (one read from the compute list alone, which
+	// holds the MPS server and none of its clients), so ListsRead is
+	// false. It comes with MPSProcessesUnread.
+	MPSProcessesRefused bool
 	// UnlistedActivity is true when the interval's per-process utilization
 	// samples show SM or memory activity of processes not in Processes (nor
 	// graphics processes, which are not kept): processes that came and
@@ -427,8 +434,9 @@ func (d *Device) MIGByGI(gi int) *MIGInstance {
 
 // ListsRead says whether every process list that may hold a tenant's
 // process on d was read: the compute processes' (every MIG device's in
-// MIG mode), and on a GPU in MPS mode the MPS clients' too. Where not, an
-// empty Processes does not say that nothing runs there.
+// MIG mode), and the MPS clients' where it was refused or the GPU is in
+// MPS mode. Where not, an empty Processes does not say that nothing runs
+// there.
 func (d *Device) ListsRead() bool {
-	return !d.ProcessesUnread && !(d.Mode == SharingMPS && d.MPSProcessesUnread)
+	return !d.ProcessesUnread && !d.MPSProcessesRefused && !(d.Mode == SharingMPS && d.MPSProcessesUnread)
 }

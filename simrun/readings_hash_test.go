@@ -183,7 +183,7 @@ func TestHashValueSeesEveryField(t *testing.T) {
 var addedSincePin = map[string]bool{"gpu.Device.UnlistedActivity": true, "gpu.MIGInstance.ProfileBuilt": true, "gpu.Device.MIGSMCount": true,
 	"gpu.Device.NoProcessSamples": true, "gpu.Device.EnergyRepeated": true, "tenant.Meter.UsedUnknown": true, "tenant.Meter.EnergyUnknown": true, "tenant.Meter.ReservedUnknown": true,
 	"tenant.GPUMeter.UnattributedEnergyJoules": true, "gpu.MIGInstance.OtherComputeInstances": true, "gpu.Device.ProcessesUnread": true,
-	"gpu.Device.MPSProcessesUnread": true, "gpu.MIGInstance.ProcessesUnread": true, "tenant.Usage.MemoryUnknown": true,
+	"gpu.Device.MPSProcessesUnread": true, "gpu.Device.MPSProcessesRefused": true, "gpu.MIGInstance.ProcessesUnread": true, "tenant.Usage.MemoryUnknown": true,
 	"tenant.Meter.MemoryUnknown": true, "gpu.SamplerStats.Interval": true,
 	"tenant.Info.SLOWindow": true, "gpu.MIGInstance.ComputeInstancesRead": true}
 

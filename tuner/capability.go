@@ -122,8 +122,8 @@ func availabilityFrom(k gpu.Knob, mechs []Mechanism, backs []backendList) KnobAv
 }
 
 // capCache keeps what each backend listed for each GPU, for one round: a
-// backend's list may cost driver calls under its lock (gpu/nvml), and a
-// round looks at every knob of every GPU and at each action's.
+// backend's list may cost a lookup under its lock (the simulator's), and
+// a round looks at every knob of every GPU and at each action's.
 type capCache map[capKey][]gpu.Knob
 
 type capKey struct {

@@ -85,6 +85,7 @@ type Backend struct {
 
 	events *eventWatcher
 	names  *procNames // the processes' names, read outside mu
+	knobs  knobLists  // the GPUs' knobs as the last sample found them, read outside mu
 }
 
 var (
@@ -128,6 +129,13 @@ type devState struct {
 
 	// clocks locked through this backend (nil when never changed here)
 	locked *bool
+	// mode: the sharing mode of the last sample that read the GPU
+	mode gpu.SharingMode
+	// for its knobs (knobs.go): whether the last sample read it as a vGPU
+	// host, and whether NVML gives its power limit's range (nil until it
+	// answered that it does or does not)
+	hostVGPU    bool
+	powerLimits *bool
 }
 
 type gpmPrev struct {
@@ -269,16 +277,19 @@ func (b *Backend) markDown(ds *devState, err error) {
 	ds.lastErr = msg
 	// Handles of a lost GPU are not reused: re-acquire on recovery. The
 	// reset that brings it back drops a clock lock: this backend's record
-	// of one no longer says whether the clocks are locked; and it starts
-	// the driver's counters again at 0: the per-link NVLink error counts
-	// and the energy reading kept are of before it (the sums and the
-	// energy counter served go down once, a counter reset, rather than
-	// mixing counts of before and after).
+	// of one no longer says whether the clocks are locked; it ends every
+	// process, an MPS server's too: the mode last read no longer says how
+	// the GPU is shared; and it starts the driver's counters again at 0:
+	// the per-link NVLink error counts and the energy reading kept are of
+	// before it (the sums and the energy counter served go down once, a
+	// counter reset, rather than mixing counts of before and after).
 	var e *Error
 	if errors.As(err, &e) && (e.Return == nvml.ERROR_GPU_IS_LOST || e.Return == nvml.ERROR_RESET_REQUIRED) {
 		ds.handle = nil
 		ds.giProfiles, ds.giFullSMs = nil, 0
 		ds.locked = nil
+		ds.mode = ""
+		ds.powerLimits = nil
 		ds.nvlinkErrs = nil
 		ds.energy = energyguard.Guard{}
 		b.dropGPM(ds)
@@ -334,7 +345,9 @@ func (b *Backend) sampleGPUs(ctx context.Context) (*gpu.Readings, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		rd.Devices = append(rd.Devices, b.sampleDevice(ds, now))
+		d := b.sampleDevice(ds, now)
+		b.knobs.set(ds.uuid, b.knobsOf(ds, &d))
+		rd.Devices = append(rd.Devices, d)
 	}
 	return rd, nil
 }
@@ -383,6 +396,7 @@ func (b *Backend) Close() error {
 	}
 	b.closed = true
 	b.mu.Unlock()
+	b.knobs.clear()
 	if b.events != nil {
 		b.events.stop()
 	}

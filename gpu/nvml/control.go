@@ -13,48 +13,6 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
-// Capabilities lists the knobs NVML can turn on the GPU with this UUID. MPS
-// active threads, pinned memory, the compute time-slice level and process
-// placement are never listed: NVML has no call for them (they belong to the
-// MPS control daemon, `nvidia-smi compute-policy` and the orchestrator), and
-// the Backend implements none of gpu.MPSActuator, gpu.TimeSliceActuator and
-// gpu.PlacementActuator.
-func (b *Backend) Capabilities(uuid string) []gpu.Knob {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil
-	}
-	ds, err := b.device(uuid)
-	if err != nil || ds.down {
-		return nil
-	}
-	var knobs []gpu.Knob
-	if b.has(symSetGpuLocked, symResetGpuLocked) {
-		knobs = append(knobs, gpu.KnobLockedClocks)
-	}
-	if b.has(symPowerConstraints) {
-		if _, _, r := ds.handle.GetPowerManagementLimitConstraints(); r == nvml.SUCCESS {
-			knobs = append(knobs, gpu.KnobPowerLimit)
-		}
-	}
-	migOn := false
-	if b.has(symMigMode, symCreateGI, symGIProfileInfo) {
-		if cur, _, r := ds.handle.GetMigMode(); r == nvml.SUCCESS {
-			migOn = cur == nvml.DEVICE_MIG_ENABLE
-			if migOn {
-				knobs = append(knobs, gpu.KnobMIGLayout)
-			}
-		}
-	}
-	if !migOn && (b.has(symSetSchedState) || b.has(symSetSchedStateV2)) && b.has(symVirtMode) {
-		if m, r := ds.handle.GetVirtualizationMode(); r == nvml.SUCCESS && m == nvml.GPU_VIRTUALIZATION_MODE_HOST_VGPU {
-			knobs = append(knobs, gpu.KnobVGPUScheduler)
-		}
-	}
-	return knobs
-}
-
 // lockDevice takes the backend's lock for the control call named call on
 // the GPU with this UUID, and returns the GPU; where the error is nil the
 // caller holds b.mu, and unlocks it. The lock is waited for no longer than

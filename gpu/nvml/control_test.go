@@ -23,7 +23,9 @@ import (
 // never name their knobs.
 func TestNoNonNVMLActuators(t *testing.T) {
 	f := newFixture(t, dgxh100.New())
-	var b any = f.backend()
+	nb := f.backend()
+	sample(t, nb)
+	var b any = nb
 	for _, tc := range []struct {
 		name string
 		ok   bool
@@ -125,8 +127,9 @@ func TestLockClocksMissingSymbol(t *testing.T) {
 					t.Errorf("LockClocks(%v): err = %v, want gpu.ErrNotSupported", l, err)
 				}
 			}
-			if slices.Contains(b.Capabilities(uuid), gpu.KnobLockedClocks) {
-				t.Errorf("GPU %s lists %s", uuid, gpu.KnobLockedClocks)
+			sample(t, b)
+			if caps := b.Capabilities(uuid); len(caps) == 0 || slices.Contains(caps, gpu.KnobLockedClocks) {
+				t.Errorf("GPU %s lists %v, want knobs without %s", uuid, caps, gpu.KnobLockedClocks)
 			}
 		})
 	}
@@ -368,6 +371,7 @@ func TestSetVGPUScheduler(t *testing.T) {
 	if c.SchedulerPolicy != nvml.VGPU_SCHEDULER_POLICY_EQUAL_SHARE || binary.LittleEndian.Uint32(c.SchedulerParams[:4]) != 2_000_000 {
 		t.Errorf("v1 call %+v", c)
 	}
+	sample(t, b)
 	if !slices.Contains(b.Capabilities(u0), gpu.KnobVGPUScheduler) || slices.Contains(b.Capabilities(f.devs[3].UUID), gpu.KnobVGPUScheduler) {
 		t.Errorf("capabilities %v / %v", b.Capabilities(u0), b.Capabilities(f.devs[3].UUID))
 	}
@@ -427,6 +431,7 @@ func TestConfigureMIG(t *testing.T) {
 func TestControlConcurrentWithSample(t *testing.T) {
 	f := newFixture(t, dgxh100.New())
 	b := f.backend()
+	sample(t, b) // (the knobs listed are the last sample's)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -138,7 +138,23 @@ func (rd *devReader) read(d *gpu.Device, now time.Time) {
 		func() { rd.readVGPU(d, now) },
 	)
 	rd.dead(d)
-	d.Mode = sharingMode(d)
+	d.Mode = rd.mode(d)
+}
+
+// mode is d's sharing mode (sharingMode), kept for the next sample. A GPU
+// last read in MPS mode stays so while NVML refuses its MPS clients' list:
+// read from the compute list alone, which holds the MPS server and none
+// of its clients, it would read exclusive (or time-sliced), and the MPS
+// controls would go while its clients run on.
+func (rd *devReader) mode(d *gpu.Device) gpu.SharingMode {
+	m := sharingMode(d)
+	if d.MPSProcessesRefused && rd.ds.mode == gpu.SharingMPS && (m == gpu.SharingExclusive || m == gpu.SharingTimeSlice) {
+		m = gpu.SharingMPS
+	}
+	if rd.fatal == nil {
+		rd.ds.mode = m
+	}
+	return m
 }
 
 // inTurn runs steps in order until one records a fatal error.

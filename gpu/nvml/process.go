@@ -67,6 +67,7 @@ func (rd *devReader) readProcesses(d *gpu.Device) {
 			add(list, gpu.ProcessMPS)
 		} else {
 			complete, d.MPSProcessesUnread = false, true
+			d.MPSProcessesRefused = r != nvml.ERROR_NOT_SUPPORTED && r != nvml.ERROR_FUNCTION_NOT_FOUND
 		}
 	} else {
 		rd.skip(symMPSProcesses)

@@ -31,11 +31,12 @@ import (
 // So the backend reads the name itself, the same word of the same file
 // (under the procfs root, Options.Proc), after the GPUs are read and the
 // lock released (Sample), each read a procread.Reader's: waited for at
-// most nameTimeout, the processes of a sample read side by side. A process
-// whose read runs past that is named "" (as one that exited since the
-// list was taken), logged once, and passed over at once while the read
-// has not ended; at most maxNameStuck reads are left blocked, past which
-// no file is read. A vGPU's processes, a guest's, keep the name the
+// most nameTimeout, the processes of a sample read side by side, at most
+// maxNameStuck reads at once (the others wait their turn, until their
+// deadline). A process whose read runs past that is named "" (as one that
+// exited since the list was taken), logged once, and passed over at once
+// while the read has not ended; at most maxNameStuck reads are so left
+// blocked, past which no file is read. A vGPU's processes, a guest's, keep the name the
 // driver gives with their utilization.
 //
 // NVML read the name anew at each call: a process that sets its title
@@ -64,7 +65,7 @@ const nameTimeout = time.Second
 const nameRefresh = time.Minute
 
 // maxNameStuck bounds the reads of processes' procfs files for their
-// names left blocked past their deadline.
+// names running at once, and so those left blocked past their deadline.
 const maxNameStuck = 16
 
 // maxProcName is the longest name NVML gives: go-nvml's buffer

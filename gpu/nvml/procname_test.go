@@ -253,6 +253,51 @@ func TestStuckProcessNameBounded(t *testing.T) {
 	})
 }
 
+// A sample names its processes side by side: with 40 of them whose
+// command lines block, each read started before any was counted stuck,
+// and 40 were left blocked where maxNameStuck said 16. At most that many
+// run at once; the others are passed over at their deadline, named "".
+func TestManyStuckProcessNamesBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const procs = 40
+		f := newFixture(t, dgxh100.New())
+		var ps []nvml.ProcessInfo
+		for pid := uint32(5000); pid < 5000+procs; pid++ {
+			ps = append(ps, nvml.ProcessInfo{Pid: pid, UsedGpuMemory: 1, GpuInstanceId: noInstance, ComputeInstanceId: noInstance})
+			defer f.procfs.block(t, pid, "cmdline")()
+		}
+		f.setProcs(3, ps, nil)
+		b := f.backend()
+		done := sampleAsync(t, b)
+		synctest.Wait()
+		// a process passed over at one file may ask the next (comm, then
+		// its command line) before the stuck reads are counted: it waits
+		// one deadline more, at most one per file
+		var rd *gpu.Readings
+		for i := 0; rd == nil; i++ {
+			if i == 3 {
+				t.Fatal("the sample still waits past three deadlines")
+			}
+			f.clock.Advance(nameTimeout)
+			synctest.Wait()
+			select {
+			case rd = <-done:
+			default:
+			}
+		}
+		reads := 0
+		for _, p := range ps {
+			reads += f.procfs.count(p.Pid, "cmdline")
+			if name, ok := listedName(rd, 3, p.Pid); !ok || name != "" {
+				t.Errorf("PID %d: listed %v, name %q; want listed, no name", p.Pid, ok, name)
+			}
+		}
+		if reads != maxNameStuck {
+			t.Errorf("%d command line reads started and left blocked, want %d", reads, maxNameStuck)
+		}
+	})
+}
+
 // The name is the first word of the command line as the process wrote it,
 // as NVML gives it: at most 255 bytes; the whole line where it has no NUL.
 func TestFirstWord(t *testing.T) {

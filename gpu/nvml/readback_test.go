@@ -26,6 +26,13 @@ func (p onePolicy) Decide(*tuner.State) []tuner.Action { return p }
 // round, with a journal at path and its log in logs.
 func powerTuner(t *testing.T, f *fixture, act tuner.Action) (tu *tuner.Tuner, path string, logs *strings.Builder) {
 	t.Helper()
+	return tunerOn(t, f.backend(), onePolicy{act})
+}
+
+// tunerOn is an enforcing tuner on b with policy p, a journal at path and
+// its log in logs.
+func tunerOn(t *testing.T, b *Backend, p tuner.Decider) (tu *tuner.Tuner, path string, logs *strings.Builder) {
+	t.Helper()
 	path = filepath.Join(t.TempDir(), "journal")
 	j, err := tuner.OpenJournal(path)
 	if err != nil {
@@ -33,7 +40,7 @@ func powerTuner(t *testing.T, f *fixture, act tuner.Action) (tu *tuner.Tuner, pa
 	}
 	t.Cleanup(func() { j.Close() })
 	logs = &strings.Builder{}
-	tu, err = tuner.New(tuner.Options{Policy: onePolicy{act}, Actuators: tuner.ActuatorsOf(f.backend()), Journal: j, Clock: f.clock,
+	tu, err = tuner.New(tuner.Options{Policy: p, Actuators: tuner.ActuatorsOf(b), Journal: j, Clock: b.clock,
 		Mode: tuner.ModeEnforce, Logger: log.NewLogfmtLogger(log.NewSyncWriter(logs))})
 	if err != nil {
 		t.Fatal(err)

@@ -231,3 +231,62 @@ func TestProcessCountUnreadServed(t *testing.T) {
 		})
 	}
 }
+
+// On a GPU serving MPS clients the compute list holds the MPS server
+// alone. With the MPS clients' list refused (no permission, a code that
+// does not tell) the GPU read exclusive: its lists taken for read,
+// vgpu_gpu_processes served 1 for a GPU running many clients, their
+// energy metered as idle, and the MPS controls gone. A GPU last read in
+// MPS mode stays so while its clients' list is refused, and its lists
+// are not read whatever its mode; where NVML does not support the list
+// (or the library lacks the call), the compute list is all there is.
+func TestMPSClientsListRefusedServed(t *testing.T) {
+	const dev = 3
+	for _, tc := range []struct {
+		name  string
+		ret   nvml.Return // of the MPS clients' list
+		first bool        // from the first sample; else from the third, two read before
+		mode  gpu.SharingMode
+		count float64 // vgpu_gpu_processes; -1: absent
+	}{
+		{"read", nvml.SUCCESS, false, gpu.SharingMPS, 3},
+		{"no permission, read before", nvml.ERROR_NO_PERMISSION, false, gpu.SharingMPS, -1},
+		{"a code that does not tell, read before", nvml.ERROR_UNKNOWN, false, gpu.SharingMPS, -1},
+		{"no permission, never read", nvml.ERROR_NO_PERMISSION, true, gpu.SharingExclusive, -1},
+		{"not supported", nvml.ERROR_NOT_SUPPORTED, true, gpu.SharingExclusive, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dgxh100.New())
+			f.setProcs(dev, []nvml.ProcessInfo{{Pid: 7, UsedGpuMemory: 1 << 20, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}},
+				[]nvml.ProcessInfo{{Pid: 41, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance},
+					{Pid: 42, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}})
+			s := newServed(t, f)
+			if tc.first {
+				f.fail(dev, "GetMPSComputeRunningProcesses", tc.ret)
+			}
+			s.scrape(time.Second)
+			s.scrape(time.Second)
+			f.fail(dev, "GetMPSComputeRunningProcesses", tc.ret)
+			for range 2 {
+				got := ofGPU(s.scrape(time.Second), f.devs[dev].UUID)
+				d := s.sampler.Latest().DeviceByUUID(f.devs[dev].UUID)
+				if d.Mode != tc.mode || d.ListsRead() != (tc.count >= 0) {
+					t.Errorf("mode %q, lists read %v; want %q, %v", d.Mode, d.ListsRead(), tc.mode, tc.count >= 0)
+				}
+				k := `vgpu_gpu_processes{gpu="3",uuid="` + f.devs[dev].UUID + `"}`
+				if v, ok := got[k]; ok != (tc.count >= 0) || ok && v != tc.count {
+					t.Errorf("%s = %g (served %v), want %g (-1: absent)", k, v, ok, tc.count)
+				}
+				info := 0
+				for k := range got {
+					if strings.HasPrefix(k, "vgpu_gpu_info{") && strings.Contains(k, `mode="`+string(tc.mode)+`"`) {
+						info++
+					}
+				}
+				if info != 1 {
+					t.Errorf("vgpu_gpu_info of mode %q served %d times, want once", tc.mode, info)
+				}
+			}
+		})
+	}
+}

@@ -35,13 +35,12 @@ func vgpuID(v nvml.VgpuInstance) (uint32, bool) {
 func (rd *devReader) isVGPUHost() bool {
 	if !rd.b.has(symVirtMode) {
 		rd.skip(symVirtMode)
+		rd.ds.hostVGPU = false
 		return false
 	}
 	m, r := rd.ds.handle.GetVirtualizationMode()
-	if !rd.ok("nvmlDeviceGetVirtualizationMode", r) {
-		return false
-	}
-	return m == nvml.GPU_VIRTUALIZATION_MODE_HOST_VGPU
+	rd.ds.hostVGPU = rd.ok("nvmlDeviceGetVirtualizationMode", r) && m == nvml.GPU_VIRTUALIZATION_MODE_HOST_VGPU
+	return rd.ds.hostVGPU
 }
 
 // readVGPU fills the vGPU scheduler, the vGPU instances with their

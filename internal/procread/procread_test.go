@@ -107,6 +107,53 @@ func TestStuckReadsBounded(t *testing.T) {
 	})
 }
 
+// MaxStuck bounds the reads running at once, not only those already past
+// their deadline: many asked at once (a sample naming each process in a
+// goroutine of its own) each started a read before any was counted stuck,
+// and left as many blocked. A read beyond waits for one to end, until its
+// own deadline; one that ends frees its place for the next.
+func TestConcurrentReadsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const max, pids = 16, 100
+		f := newFake()
+		r := New(Options{Timeout: time.Second, MaxStuck: max, Join: true})
+		var wg sync.WaitGroup
+		for pid := 1; pid <= pids; pid++ {
+			wg.Go(func() {
+				if _, err := r.Read(pid, "cmdline", f.read(pid)); !errors.Is(err, ErrStuck) {
+					t.Errorf("PID %d: error %v, want %v", pid, err, ErrStuck)
+				}
+			})
+		}
+		wg.Wait()
+		if n := f.count(); n != max {
+			t.Errorf("%d reads started by %d asked at once, want %d", n, pids, max)
+		}
+		unstick(t, r, f, max, 1, "cmdline")
+
+		// reads that answer, asked at once: each waits its turn, and
+		// every one is read
+		g := newFake()
+		got := make([][]byte, pids)
+		for pid := 1; pid <= pids; pid++ {
+			wg.Go(func() {
+				got[pid-1], _ = r.Read(pid, "comm", g.read(pid))
+			})
+		}
+		synctest.Wait()
+		if n := g.count(); n != max {
+			t.Errorf("%d reads running at once, want %d", n, max)
+		}
+		g.free()
+		wg.Wait()
+		for i, b := range got {
+			if string(b) != strconv.Itoa(i+1) {
+				t.Errorf("PID %d read %q", i+1, b)
+			}
+		}
+	})
+}
+
 // A read not started is refused at once, without waiting for the
 // deadline; a read that does not end by it is waited for exactly that
 // long.
