@@ -181,11 +181,7 @@ func (t *Tuner) notTried(st *State, a Action) (string, error) {
 // applied on the GPU before it (appliedOn) is rolled back. h is the call
 // off the round it ended, nil for one in the round.
 func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err error, hadOriginal bool, now time.Time, appliedOn map[string][]Action, h *hookCall) ([]Decision, bool) {
-	if errors.Is(err, errRestartPending) {
-		// Set, and waiting for the client's own next context.
-		a.Restart, err = false, nil
-		d.Reason = joinReasons(a.Reason, "no client restart on this host: pending until the client starts a new context")
-	}
+	a, d, err = pendingRestart(a, d, err) // (set, and waiting for the client's own next context)
 	d.Outcome = outcomeOf(err)
 	if h, ok := holdOf(a.Knob); err != nil && ok && h.releases(a) {
 		t.releaseFailed(a.Target.String())
@@ -510,6 +506,25 @@ func pausedPIDs(a Action) []uint32 {
 // errRestartPending: an MPS fraction was set and the host cannot restart
 // the client, so it waits for the client's next context.
 var errRestartPending = errors.New("MPS fraction pending: the host has no client restart")
+
+// pendingRestart takes err, the outcome of a's call: where it says the
+// MPS fraction was set and the host cannot restart the client
+// (errRestartPending), the call took, and the fraction waits for the
+// client's next context: a without its restart, d's reason saying so,
+// and no error. A change is applied so (settle), a restore restored
+// (settleRestore). Any other outcome is returned as it is.
+func pendingRestart(a Action, d Decision, err error) (Action, Decision, error) {
+	if !errors.Is(err, errRestartPending) {
+		return a, d, err
+	}
+	a.Restart = false
+	d.Reason = joinReasons(d.Reason, whyPending)
+	return a, d, nil
+}
+
+// whyPending is what the reason of an MPS fraction set on a host without
+// client restarts says after the action's own.
+const whyPending = "no client restart on this host: pending until the client starts a new context"
 
 // canApply reports whether this host has a way to apply the action: a
 // rebalancing plan needs a hook, or Placement or MIG, or a relayout the

@@ -391,7 +391,7 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 }
 
 // restoreApply sets the original k back through a (restoreAction), unless
-// left says why not, and settles the outcome (restoreSettled), a
+// left says why not, and settles the outcome (settleRestore), a
 // failure told with refused, an earlier try's refusal (withRefusal).
 func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision, left error, busy bool, refused error, now time.Time) (*Decision, error) {
 	o := t.originals[k]
@@ -407,7 +407,28 @@ func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision
 	if err != nil && busy && errors.Is(err, gpu.ErrBusy) {
 		return nil, err
 	}
-	return t.restoreSettled(ctx, o, a, d, err, now)
+	return t.settleRestore(ctx, o, a, d, err, now)
+}
+
+// settleRestore is restoreSettled, but for an MPS cap set back on a host
+// that cannot restart its client (errRestartPending): the set-back call
+// took, and the original is restored as a change is applied (settle),
+// pending until the client starts a new context, the decision's reason
+// and the restored record saying so, no failure counted. Kept open, every
+// exit would fail and every start make the same call again, with nothing
+// more to do: no call of the tuner's restarts the client on such a host.
+// The fraction set back is held pending as a change's is (noteApplied),
+// till a reading shows it in force (syncPending): the rounds' policies
+// read the client at its original, not at the cap its running context
+// keeps, and a later cap journals that as its original.
+func (t *Tuner) settleRestore(ctx context.Context, o Original, a Action, d Decision, err error, now time.Time) (*Decision, error) {
+	pending := errors.Is(err, errRestartPending)
+	a, d, err = pendingRestart(a, d, err)
+	rd, err := t.restoreSettled(ctx, o, a, d, err, now)
+	if f, ok := o.Value.(Fraction); ok && pending && err == nil {
+		t.pending[o.Target.String()] = f
+	}
+	return rd, err
 }
 
 // restoreSettled ends the restore of the original o through a, err its
