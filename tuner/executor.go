@@ -207,6 +207,7 @@ func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err
 			}
 		}
 		out := []Decision{t.finish(a, d, now, err)}
+		t.watchFailedRestart(a, now, h, err) // (its hook may have started the successor all the same)
 		if d.Outcome == OutcomeFailed {
 			out = append(out, t.rollback(ctx, appliedOn[a.GPU], a, now)...)
 			appliedOn[a.GPU] = nil
@@ -345,6 +346,7 @@ func (t *Tuner) rollback(ctx context.Context, done []Action, failed Action, now 
 			d.Outcome = OutcomeFailed
 			d.Reason = joinReasons(d.Reason, "failed: "+err.Error())
 			t.noteInForce(back, false, now)
+			t.watchFailedRestart(back, now, nil, err)
 		} else {
 			d.Outcome, d.Applied = OutcomeRolledBack, true
 			var known bool
@@ -460,10 +462,10 @@ func applyMPS(ctx context.Context, mps gpu.MPSActuator, a Action, f Fraction) er
 		}
 		if c, ok := a.Current.(Fraction); ok {
 			if rerr := mps.SetMPSActiveThreads(ctx, a.GPU, a.PID, float64(c)); rerr != nil {
-				return fmt.Errorf("restart client: %w; setting back %v: %v", err, c, rerr)
+				return fmt.Errorf("%w: %w; setting back %v: %v", errRestartTried, err, c, rerr)
 			}
 		}
-		return fmt.Errorf("restart client: %w", err)
+		return fmt.Errorf("%w: %w", errRestartTried, err)
 	}
 	return nil
 }

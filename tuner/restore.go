@@ -332,10 +332,20 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 				w.restore = why // set back on the successor once a round finds it
 				return a, d, nil, true
 			}
-			left = fmt.Errorf("PID %d was restarted and the restart hook named no successor, which is told only once %s has passed since the restart: left for the next start, which goes on looking for it", o.Target.PID, successorWithin)
-			if w.old != 0 {
+			switch {
+			case w.to != 0:
+				left = fmt.Errorf("PID %d was restarted and goes on as PID %d, whose original the journal did not take: left for the next start, which looks for the successor again", o.Target.PID, w.to)
+			case w.old != 0:
 				left = fmt.Errorf("the restart hook named PID %d the successor of PID %d, and no snapshot has listed it on the GPU yet: left for the next start", o.Target.PID, w.old)
+			default:
+				left = fmt.Errorf("PID %d was restarted and the restart hook named no successor, which is told only once %s has passed since the restart: left for the next start, which goes on looking for it", o.Target.PID, successorWithin)
 			}
+		}
+		// one whose client was restarted less than successorWithin ago is
+		// not closed as gone below, the successor perhaps not told yet
+		// (restartedLately)
+		if left == nil && !present && !t.seenLately(k, now) && t.restartedLately(k, now) {
+			left = fmt.Errorf("PID %d was restarted less than %s ago, and its successor may not be told yet: left for the next start, which goes on looking for it", o.Target.PID, successorWithin)
 		}
 		// a process the last sample missed, seen by this run within
 		// GoneAfter, is taken as running; one taken from the journal that
