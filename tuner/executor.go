@@ -181,11 +181,7 @@ func (t *Tuner) notTried(st *State, a Action) (string, error) {
 // applied on the GPU before it (appliedOn) is rolled back. h is the call
 // off the round it ended, nil for one in the round.
 func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err error, hadOriginal bool, now time.Time, appliedOn map[string][]Action, h *hookCall) ([]Decision, bool) {
-	if errors.Is(err, errRestartPending) {
-		// Set, and waiting for the client's own next context.
-		a.Restart, err = false, nil
-		d.Reason = joinReasons(a.Reason, "no client restart on this host: pending until the client starts a new context")
-	}
+	a, d, err = pendingRestart(a, d, err) // (set, and waiting for the client's own next context)
 	d.Outcome = outcomeOf(err)
 	if h, ok := holdOf(a.Knob); err != nil && ok && h.releases(a) {
 		t.releaseFailed(a.Target.String())
@@ -211,6 +207,7 @@ func (t *Tuner) settle(ctx context.Context, st *State, a Action, d Decision, err
 			}
 		}
 		out := []Decision{t.finish(a, d, now, err)}
+		t.watchFailedRestart(a, now, h, err) // (its hook may have started the successor all the same)
 		if d.Outcome == OutcomeFailed {
 			out = append(out, t.rollback(ctx, appliedOn[a.GPU], a, now)...)
 			appliedOn[a.GPU] = nil
@@ -349,6 +346,7 @@ func (t *Tuner) rollback(ctx context.Context, done []Action, failed Action, now 
 			d.Outcome = OutcomeFailed
 			d.Reason = joinReasons(d.Reason, "failed: "+err.Error())
 			t.noteInForce(back, false, now)
+			t.watchFailedRestart(back, now, nil, err)
 		} else {
 			d.Outcome, d.Applied = OutcomeRolledBack, true
 			var known bool
@@ -464,10 +462,10 @@ func applyMPS(ctx context.Context, mps gpu.MPSActuator, a Action, f Fraction) er
 		}
 		if c, ok := a.Current.(Fraction); ok {
 			if rerr := mps.SetMPSActiveThreads(ctx, a.GPU, a.PID, float64(c)); rerr != nil {
-				return fmt.Errorf("restart client: %w; setting back %v: %v", err, c, rerr)
+				return fmt.Errorf("%w: %w; setting back %v: %v", errRestartTried, err, c, rerr)
 			}
 		}
-		return fmt.Errorf("restart client: %w", err)
+		return fmt.Errorf("%w: %w", errRestartTried, err)
 	}
 	return nil
 }
@@ -510,6 +508,25 @@ func pausedPIDs(a Action) []uint32 {
 // errRestartPending: an MPS fraction was set and the host cannot restart
 // the client, so it waits for the client's next context.
 var errRestartPending = errors.New("MPS fraction pending: the host has no client restart")
+
+// pendingRestart takes err, the outcome of a's call: where it says the
+// MPS fraction was set and the host cannot restart the client
+// (errRestartPending), the call took, and the fraction waits for the
+// client's next context: a without its restart, d's reason saying so,
+// and no error. A change is applied so (settle), a restore restored
+// (settleRestore). Any other outcome is returned as it is.
+func pendingRestart(a Action, d Decision, err error) (Action, Decision, error) {
+	if !errors.Is(err, errRestartPending) {
+		return a, d, err
+	}
+	a.Restart = false
+	d.Reason = joinReasons(d.Reason, whyPending)
+	return a, d, nil
+}
+
+// whyPending is what the reason of an MPS fraction set on a host without
+// client restarts says after the action's own.
+const whyPending = "no client restart on this host: pending until the client starts a new context"
 
 // canApply reports whether this host has a way to apply the action: a
 // rebalancing plan needs a hook, or Placement or MIG, or a relayout the

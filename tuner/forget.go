@@ -206,6 +206,7 @@ func (t *Tuner) forgetGone(snap *tenant.Snapshot, now time.Time) {
 		case t.watches[k] != nil: // its successor is looked for (findSuccessors)
 		case t.hooks[k] != nil: // a hook runs on it (hooks.go): gone while it restarts the client
 		case t.waitsForListing(k): // (its wait runs on the samples' times: awaitsListing)
+		case t.restartedLately(k, now): // (its successor may not be told yet)
 		case now.Sub(p.seen) >= GoneAfter:
 			if gone == nil {
 				gone = map[string]bool{}

@@ -344,7 +344,7 @@ func (t *Tuner) collectHooks(ctx context.Context, now time.Time) ([]Decision, er
 	return out, errors.Join(errs...)
 }
 
-// settleHook settles the call h, ended: a restore through restoreSettled
+// settleHook settles the call h, ended: a restore through settleRestore
 // (err, its failure), a change as the round would have (applied, that
 // it took).
 func (t *Tuner) settleHook(ctx context.Context, h *hookCall, now time.Time) (ds []Decision, applied bool, err error) {
@@ -353,7 +353,7 @@ func (t *Tuner) settleHook(ctx context.Context, h *hookCall, now time.Time) (ds 
 	d.Time = now
 	a := h.a
 	if h.restore != nil {
-		rd, err := t.restoreSettled(ctx, *h.restore, a, d, h.err, now)
+		rd, err := t.settleRestore(ctx, *h.restore, a, d, h.err, now)
 		t.chain().Ended(a) // (a restore teaches the guards nothing, as in the round)
 		return []Decision{*rd}, err == nil, err
 	}

@@ -277,7 +277,8 @@ type followRetry struct {
 	wait time.Duration
 }
 
-// followFailed backs the follow of the pause k off after a failure.
+// followFailed backs the follow of the original k (a pause's, or an MPS
+// client's to its successor) off after a failure.
 func (t *Tuner) followFailed(k string, now time.Time) {
 	if t.followAt == nil {
 		t.followAt = map[string]followRetry{}

@@ -332,10 +332,20 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 				w.restore = why // set back on the successor once a round finds it
 				return a, d, nil, true
 			}
-			left = fmt.Errorf("PID %d was restarted and the restart hook named no successor, which is told only once %s has passed since the restart: left for the next start, which goes on looking for it", o.Target.PID, successorWithin)
-			if w.old != 0 {
+			switch {
+			case w.to != 0:
+				left = fmt.Errorf("PID %d was restarted and goes on as PID %d, whose original the journal did not take: left for the next start, which looks for the successor again", o.Target.PID, w.to)
+			case w.old != 0:
 				left = fmt.Errorf("the restart hook named PID %d the successor of PID %d, and no snapshot has listed it on the GPU yet: left for the next start", o.Target.PID, w.old)
+			default:
+				left = fmt.Errorf("PID %d was restarted and the restart hook named no successor, which is told only once %s has passed since the restart: left for the next start, which goes on looking for it", o.Target.PID, successorWithin)
 			}
+		}
+		// one whose client was restarted less than successorWithin ago is
+		// not closed as gone below, the successor perhaps not told yet
+		// (restartedLately)
+		if left == nil && !present && !t.seenLately(k, now) && t.restartedLately(k, now) {
+			left = fmt.Errorf("PID %d was restarted less than %s ago, and its successor may not be told yet: left for the next start, which goes on looking for it", o.Target.PID, successorWithin)
 		}
 		// a process the last sample missed, seen by this run within
 		// GoneAfter, is taken as running; one taken from the journal that
@@ -391,7 +401,7 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 }
 
 // restoreApply sets the original k back through a (restoreAction), unless
-// left says why not, and settles the outcome (restoreSettled), a
+// left says why not, and settles the outcome (settleRestore), a
 // failure told with refused, an earlier try's refusal (withRefusal).
 func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision, left error, busy bool, refused error, now time.Time) (*Decision, error) {
 	o := t.originals[k]
@@ -407,7 +417,28 @@ func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision
 	if err != nil && busy && errors.Is(err, gpu.ErrBusy) {
 		return nil, err
 	}
-	return t.restoreSettled(ctx, o, a, d, err, now)
+	return t.settleRestore(ctx, o, a, d, err, now)
+}
+
+// settleRestore is restoreSettled, but for an MPS cap set back on a host
+// that cannot restart its client (errRestartPending): the set-back call
+// took, and the original is restored as a change is applied (settle),
+// pending until the client starts a new context, the decision's reason
+// and the restored record saying so, no failure counted. Kept open, every
+// exit would fail and every start make the same call again, with nothing
+// more to do: no call of the tuner's restarts the client on such a host.
+// The fraction set back is held pending as a change's is (noteApplied),
+// till a reading shows it in force (syncPending): the rounds' policies
+// read the client at its original, not at the cap its running context
+// keeps, and a later cap journals that as its original.
+func (t *Tuner) settleRestore(ctx context.Context, o Original, a Action, d Decision, err error, now time.Time) (*Decision, error) {
+	pending := errors.Is(err, errRestartPending)
+	a, d, err = pendingRestart(a, d, err)
+	rd, err := t.restoreSettled(ctx, o, a, d, err, now)
+	if f, ok := o.Value.(Fraction); ok && pending && err == nil {
+		t.pending[o.Target.String()] = f
+	}
+	return rd, err
 }
 
 // restoreSettled ends the restore of the original o through a, err its

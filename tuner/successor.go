@@ -17,7 +17,10 @@ import (
 // An MPS cap reaches a client through a restart, and a restarted client
 // may go on under another PID. What the tuner keeps of the client (its
 // original, which the restore sets back, its change and the pending
-// judgement of a relaxed cap) goes on with the successor (follow). The
+// judgement of a relaxed cap) goes on with the successor (follow), after
+// a restart that failed too (its hook may have started the successor:
+// watchFailedRestart), and once the journal takes the successor's
+// original where it did not at first (followTold). The
 // restart hook may name the successor (pid=N: gpu.MPSSuccessors); where
 // it names none, the tuner looks for it in the rounds after the restart,
 // by the tenants' attribution, and decides once successorWithin has
@@ -103,6 +106,11 @@ type successorWatch struct {
 	read, running bool
 	cands         []uint32
 	kinSeen       map[uint32]bool
+	// to is the successor told (named, where named; else found) whose
+	// original the journal did not take: the original stays with tg, and
+	// the follow is tried again (followTold); 0 for none.
+	to    uint32
+	named bool
 }
 
 // successors returns the MPS actuator when a's restart may go on under
@@ -184,18 +192,24 @@ func (t *Tuner) noteRecent(snap *tenant.Snapshot, now time.Time) {
 // next start what it needs to look for it. A restart that could not be
 // journaled is not made.
 func (t *Tuner) journalRestart(a Action, now time.Time) error {
-	if _, ok := t.successors(a); !ok || a.Tenant == "" || t.o.Journal == nil {
+	if _, ok := t.successors(a); !ok || a.Tenant == "" {
 		return nil
 	}
-	if _, held := t.originals[a.Target.String()]; !held {
+	k := a.Target.String()
+	o, held := t.originals[k]
+	if !held {
 		return nil
 	}
 	// dated at the hook's start, which a next start counts the bound
 	// from (now is the round's: an earlier hook of it may have run long)
 	r := t.restartOf(a, now, t.o.Clock.Now())
-	if err := t.journal(Record{Time: r.At, Event: EventRestarted, Target: a.Target, Tenant: a.Tenant, PIDs: r.Kin, Others: r.Others}); err != nil {
-		return fmt.Errorf("not changed, the client's restart could not be journaled: %w", err)
+	if t.o.Journal != nil {
+		if err := t.journal(Record{Time: r.At, Event: EventRestarted, Target: a.Target, Tenant: a.Tenant, PIDs: r.Kin, Others: r.Others}); err != nil {
+			return fmt.Errorf("not changed, the client's restart could not be journaled: %w", err)
+		}
 	}
+	o.Restart = &r // (as the journal holds it: restartedLately)
+	t.originals[k] = o
 	return nil
 }
 
@@ -220,32 +234,41 @@ func (t *Tuner) followSuccessor(a Action, now time.Time, h *hookCall) {
 		return
 	}
 	var named uint32
-	var r Restart
+	r := t.restartSeen(a, now, h)
 	seen, began := t.onGPU, now
 	if h == nil {
-		// the bound counts from the hook's return: it may have run long
-		r = t.restartOf(a, now, t.o.Clock.Now())
 		named, ok = s.Successor(a.GPU, a.PID)
 	} else {
-		r, seen, began = h.restart, h.seen, h.started
-		r.At = h.ended
+		seen, began = h.seen, h.started
 		named, ok = h.named, h.namedOK
 	}
 	if ok && named != a.PID && t.namedWasThere(a, named, began, seen) {
 		ok = false
 	}
-	oldID := t.originals[a.Target.String()].Identity // (before follow closes it)
-	if ok && named == a.PID || ok && !t.follow(a.Target, named, now) || a.Tenant == "" {
+	if ok && named == a.PID {
 		return
 	}
-	tg, old := a.Target, uint32(0)
+	w := &successorWatch{Restart: r, tg: a.Target, tenant: a.Tenant, oldID: t.originals[a.Target.String()].Identity}
 	if ok {
-		tg.PID, old = named, a.PID
+		t.followTold(w, named, true, now)
+		return
 	}
-	if w := t.watches[tg.String()]; w != nil && old != 0 {
-		return // the same PID named again: checked from its first naming
+	if a.Tenant != "" {
+		t.watches[w.tg.String()] = w
 	}
-	t.watches[tg.String()] = &successorWatch{Restart: r, tg: tg, tenant: a.Tenant, old: old, oldID: oldID}
+}
+
+// restartSeen is the restart of a's client as its successor is told from
+// it: what the rounds had seen on its GPU at its start, dated at the
+// hook's return (the bound counts from there: it may have run long). h
+// is the call off the round the restart ran in, nil for one in the round.
+func (t *Tuner) restartSeen(a Action, now time.Time, h *hookCall) Restart {
+	if h == nil {
+		return t.restartOf(a, now, t.o.Clock.Now())
+	}
+	r := h.restart
+	r.At = h.ended
+	return r
 }
 
 // namedNotTaken ends the warning of a named successor refused.
@@ -317,7 +340,7 @@ func (t *Tuner) followAs(old Target, pid uint32, id *Identity, now time.Time) bo
 			err = t.journal(originalRecord(no))
 		}
 		if err != nil {
-			level.Error(t.o.Logger).Log("msg", "tuner could not journal the original of an MPS client's successor; it stays with the old PID", "target", ko, "successor", pid, "err", err)
+			level.Error(t.o.Logger).Log("msg", "tuner could not journal the original of an MPS client's successor; it stays with the old PID until the journal takes it", "target", ko, "successor", pid, "err", err)
 			return false
 		}
 		// the value last set goes with it, as an applied record (what a
@@ -372,17 +395,31 @@ func (t *Tuner) findSuccessors(ctx context.Context, snap *tenant.Snapshot, now t
 	out, errs := t.retryRestores(ctx, now)
 	for _, k := range slices.Sorted(maps.Keys(t.watches)) {
 		w := t.watches[k]
-		pid, found, waiting := t.successorOf(w, snap, now)
-		if waiting {
-			continue
+		if w == nil {
+			continue // (dropped by a follow or an unname earlier in this loop)
 		}
-		delete(t.watches, w.tg.String()) // (unname may have moved it from k)
-		if !found && !w.running {
-			// the relaxed cap it judged went with the process, and where
-			// its successor is cannot be told
-			t.evals = slices.DeleteFunc(t.evals, func(e evaluation) bool { return e.a.Target == w.tg })
+		pid := w.to
+		if pid != 0 {
+			if !t.retryFollow(w, now) {
+				continue
+			}
+		} else {
+			p, found, waiting := t.successorOf(w, snap, now)
+			if waiting {
+				continue
+			}
+			delete(t.watches, w.tg.String()) // (unname may have moved it from k)
+			if !found && !w.running {
+				// the relaxed cap it judged went with the process, and where
+				// its successor is cannot be told
+				t.evals = slices.DeleteFunc(t.evals, func(e evaluation) bool { return e.a.Target == w.tg })
+			}
+			if !found || !t.followTold(w, p, false, now) {
+				continue
+			}
+			pid = p
 		}
-		if !found || !t.follow(w.tg, pid, now) || w.restore == "" || !t.enforcedOn(w.tg.GPU) {
+		if w.restore == "" || !t.enforcedOn(w.tg.GPU) {
 			continue
 		}
 		nt := w.tg
@@ -533,19 +570,30 @@ func (t *Tuner) followAtRestore(keys []string, now time.Time) []string {
 		if w == nil {
 			continue
 		}
-		if present, known := t.processPresent(w.tg); present || !known {
+		pid := w.to
+		switch present, known := t.processPresent(w.tg); {
+		case pid != 0:
+			// told, its original not journaled yet: tried once more (the
+			// exit waits for no back-off)
+			if !t.followTold(w, pid, w.named, now) {
+				continue
+			}
+		case present || !known:
 			continue
+		default:
+			p, found, waiting := t.successorOf(w, t.last, now)
+			if waiting {
+				continue
+			}
+			delete(t.watches, w.tg.String()) // (unname may have moved it from k)
+			if !found || !t.followTold(w, p, false, now) {
+				continue
+			}
+			pid = p
 		}
-		pid, found, waiting := t.successorOf(w, t.last, now)
-		if waiting {
-			continue
-		}
-		delete(t.watches, w.tg.String()) // (unname may have moved it from k)
-		if found && t.follow(w.tg, pid, now) {
-			nt := w.tg
-			nt.PID = pid
-			keys[i] = nt.String()
-		}
+		nt := w.tg
+		nt.PID = pid
+		keys[i] = nt.String()
 	}
 	return keys
 }

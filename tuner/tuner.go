@@ -194,7 +194,8 @@ type Tuner struct {
 	// process is gone (forgetGone)
 	procs map[string]procSeen
 	// watches are the restarted MPS clients whose successor is looked
-	// for, by Target.String (successor.go)
+	// for, or told and not yet followed (the journal did not take its
+	// original), by Target.String (successor.go)
 	watches map[string]*successorWatch
 	// restoreWaits are the restores at start deferred to a round: of a
 	// successor found whose restart hook waits for another, of a client
@@ -222,8 +223,8 @@ type Tuner struct {
 	// row its tenant has run on other GPUs and not on the pause's
 	gone map[string]int
 	// unseen is, per pause original, since when its tenant has had no
-	// process on any GPU; followAt, when a failed follow of it is tried
-	// again
+	// process on any GPU; followAt, when a failed follow of it (or of an
+	// MPS original to its client's successor: followTold) is tried again
 	unseen   Absent
 	followAt map[string]followRetry
 	// ending holds the pauses whose thaw the policy asked for and the

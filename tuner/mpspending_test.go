@@ -1,0 +1,128 @@
+package tuner
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
+)
+
+// noRestartHook is the MPS controller's answer to a client restart on a
+// host without --mps.restart-hook (the default).
+var noRestartHook = map[string]error{"RestartClient": fmt.Errorf("no restart hook configured (--mps.restart-hook): %w", gpu.ErrNotSupported)}
+
+// checkRestoredPending checks that the decisions d hold one MPS restore,
+// restored and pending until the client's next context, that err is nil
+// (the exit status stays 0), that no restore failure was counted and that
+// the journal holds no original open, a restored record saying pending.
+func checkRestoredPending(t *testing.T, tu *Tuner, j *Journal, d []Decision, err error) {
+	t.Helper()
+	if err != nil {
+		t.Errorf("restore: %v, want none", err)
+	}
+	if len(d) != 1 || d[0].Outcome != OutcomeRestored || !strings.Contains(d[0].Reason, whyPending) {
+		t.Errorf("decisions %+v, want the cap restored, pending", d)
+	}
+	if n := tu.Status().Counts.RestoreFailures; n != 0 {
+		t.Errorf("%d restore failures counted, want none", n)
+	}
+	if o := j.Originals(); len(o) != 0 {
+		t.Errorf("originals left open: %+v", o)
+	}
+	if text := journalText(t, j); !strings.Contains(text, `"event":"restored"`) || !strings.Contains(text, whyPending) {
+		t.Errorf("journal has no restored record saying pending:\n%s", text)
+	}
+}
+
+// On a host without an MPS client restart (no --mps.restart-hook, the
+// default) a cap is set and left pending until the client starts a new
+// context, as the change said; its restore sets the original back the
+// same way, and is settled as restored, pending, at exit and at the next
+// start alike: the original closed (a later call would make the same call
+// again, and no call of the tuner's restarts the client there), no failure
+// counted, the exit status 0. Before, every restore of an MPS cap there
+// failed ("MPS fraction pending: the host has no client restart"): a
+// restore failure counted at every exit and start, the original open for
+// good, the exit status non-zero.
+func TestMPSRestorePendingWithoutRestartHook(t *testing.T) {
+	t.Run("at exit", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "journal")
+		j := openJournal(t, path)
+		rec := &recorder{fakeControl{Errs: noRestartHook}}
+		tu, clk := newTestTuner(t, ModeEnforce, rec, []Action{mpsAction(7, 1, 0.4)}, j)
+		d, err := tu.RunOnce(context.Background(), emptySnap(t0))
+		if err != nil || len(d) != 1 || d[0].Outcome != OutcomeApplied || !strings.Contains(d[0].Reason, whyPending) {
+			t.Fatalf("round: %+v, %v; want the cap applied, pending", d, err)
+		}
+		clk.Advance(time.Minute)
+		d, err = tu.Restore(context.Background())
+		checkRestoredPending(t, tu, j, d, err)
+		if want := []string{"SetMPSActiveThreads(GPU-0,7,0.4000)", "RestartClient(GPU-0,7)", "SetMPSActiveThreads(GPU-0,7,1.0000)", "RestartClient(GPU-0,7)"}; !slices.Equal(rec.Calls, want) {
+			t.Errorf("calls %q, want %q", rec.Calls, want)
+		}
+		j.Close()
+		if o := openJournal(t, path).Originals(); len(o) != 0 {
+			t.Errorf("the next start finds %+v open", o)
+		}
+	})
+	t.Run("at the next start", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "journal")
+		j := reopen(t, writeJournal(t, path, mpsOriginal(7, Identity{})), path)
+		rec := &recorder{fakeControl{Errs: noRestartHook}}
+		clk := gpu.NewManualClock(t0.Add(time.Hour))
+		tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := tu.Recover(context.Background(), emptySnap(clk.Now()))
+		checkRestoredPending(t, tu, j, d, err)
+	})
+}
+
+// A restore of an MPS cap deferred to a round (the start's first
+// snapshot did not list the client) on a host without client restarts is
+// settled as restored, pending, as at exit; the tuner holds the original
+// pending, as it holds a change's, so the round after it reads the client
+// at its original, not at the cap its running context keeps (the
+// reading), and a policy's cap then journals that original. (Kept as the
+// reading says, the new original would be the earlier run's cap, 40%,
+// and the exit would "restore" the client to it.)
+func TestMPSRestorePendingInRound(t *testing.T) {
+	at := t0.Add(time.Hour)
+	host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}}
+	host.Errs = noRestartHook
+	var decide deciderFunc = func(s *State) []Action {
+		tg := Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 10}
+		for _, d := range s.UpDevices() {
+			for _, p := range d.Processes {
+				if p.PID == tg.PID {
+					return []Action{{Target: tg, Tenant: "embed", Current: s.MPSFraction(tg, p.MPSActiveThreads), Want: Fraction(0.5), Restart: true, Reason: "test"}}
+				}
+			}
+		}
+		return nil
+	}
+	tu, j, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed(nil))
+	if _, err := tu.Recover(context.Background(), tenantSnap(at, batch(8))); err != nil {
+		t.Fatal(err)
+	}
+	capped := 0.4 // the earlier run's cap, in the client's running context
+	listed := func(at time.Time) *tenant.Snapshot {
+		s := tenantSnap(at, embed(10), batch(8))
+		s.Readings.Devices[0].Processes[0].MPSActiveThreads = &capped
+		return s
+	}
+	d := roundAt(t, tu, clk, listed(at.Add(30*time.Second)))
+	checkRestoredPending(t, tu, j, d, nil)
+	tu.o.Policy = decide
+	roundAt(t, tu, clk, listed(at.Add(45*time.Second)))
+	if o := j.Originals(); len(o) != 1 || o[0].Value != Fraction(1) {
+		t.Errorf("originals after the next cap %+v, want 100%% (the original set back, pending), not the reading", o)
+	}
+}

@@ -1,0 +1,118 @@
+package tuner
+
+import (
+	"errors"
+	"time"
+
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+)
+
+// No successor of an MPS client keeps a cap of the tuner's with no
+// original anywhere, whatever became of the restart (successor.go): one
+// that failed may have started the successor before it did, which is
+// looked for as after a restart whose hook named none
+// (watchFailedRestart); a successor told whose original the journal does
+// not take keeps the search, the follow tried again until it does
+// (followTold); and the original of a client restarted less than
+// successorWithin ago is not closed as gone (restartedLately), its
+// successor perhaps not told yet.
+
+// errRestartTried marks the error of an MPS client's restart that was
+// tried and failed (applyMPS): its hook ran, and may have started the
+// successor before it failed (restartTried).
+var errRestartTried = errors.New("restart client")
+
+// restartTried reports whether err is a client restart's that was tried
+// (errRestartTried), not refused as busy before it ran.
+func restartTried(err error) bool {
+	return errors.Is(err, errRestartTried) && !errors.Is(err, gpu.ErrBusy)
+}
+
+// watchFailedRestart looks for the successor of a's client after a
+// restart that was tried and failed (err, restartTried), where the
+// original is held: a hook that started the successor, with the new cap,
+// and then failed (killed at its timeout, a health check that never
+// passed, the old client's stop refused) leaves it running with no
+// original of its own. The search is the one of a restart whose hook
+// named none (a failed hook's output is not read): the one new process
+// of the tenant takes the original; where the client runs on under its
+// own PID the search ends quietly. It replaces a search of an earlier
+// restart (counted from this one), not a successor told whose follow
+// waits for the journal. A hook the exit cancelled starts none: the exit
+// sets the client back itself, as it did (a search begun then would
+// leave the original open, a failed restore, its successor not told
+// before the minute has passed). h is as for restartSeen.
+func (t *Tuner) watchFailedRestart(a Action, now time.Time, h *hookCall, err error) {
+	k := a.Target.String()
+	if _, ok := t.successors(a); !ok || a.Tenant == "" || !restartTried(err) || t.exiting {
+		return
+	}
+	if _, held := t.originals[k]; !held {
+		return
+	}
+	if w := t.watches[k]; w != nil && w.to != 0 {
+		return
+	}
+	t.watches[k] = &successorWatch{Restart: t.restartSeen(a, now, h), tg: a.Target, tenant: a.Tenant}
+}
+
+// followTold follows w's client (w.tg) to its successor pid, told: named
+// by the hook (named; then watched until a snapshot lists it, as
+// followSuccessor says), or found. Where the journal cannot take the
+// successor's original (follow: it stays with the old PID), w is kept,
+// with pid as its to, and the follow tried again by the rounds
+// (findSuccessors) after followRetryFirst, twice as long after each
+// failure up to followRetryMax (followAt), at the first round that finds
+// the journal writable again, and at exit (followAtRestore): closed as
+// gone meanwhile, or given up, the original would be lost while the
+// successor runs on with the tuner's cap. It reports whether the
+// successor was followed.
+func (t *Tuner) followTold(w *successorWatch, pid uint32, named bool, now time.Time) bool {
+	k := w.tg.String()
+	if !t.follow(w.tg, pid, now) {
+		w.to, w.named = pid, named
+		t.watches[k] = w
+		t.followFailed(k, now)
+		return false
+	}
+	delete(t.watches, k)
+	delete(t.followAt, k)
+	if !named || w.tenant == "" {
+		return true
+	}
+	tg := w.tg
+	tg.PID = pid
+	if t.watches[tg.String()] != nil {
+		return true // the same PID named again: checked from its first naming
+	}
+	t.watches[tg.String()] = &successorWatch{Restart: w.Restart, tg: tg, tenant: w.tenant, old: w.tg.PID, oldID: w.oldID}
+	return true
+}
+
+// retryFollow tries again the follow of w's client to its successor
+// told, w.to, that the journal did not take (followTold), once its wait
+// (followAt) has passed, or at once where the journal has been written
+// (or probed writable) since; it reports whether it was followed.
+func (t *Tuner) retryFollow(w *successorWatch, now time.Time) bool {
+	if t.journalBroken && now.Before(t.followAt[w.tg.String()].at) {
+		return false
+	}
+	return t.followTold(w, w.to, w.named, now)
+}
+
+// restartedLately reports whether the client of the MPS original k was
+// restarted (or its restart tried) less than successorWithin before now,
+// as its restarted record says (journalRestart; one an earlier run
+// journaled, adopted): its successor may not be told yet, and the
+// original is not closed as gone meanwhile (forgetGone, restoreAction),
+// whatever else says so: closed, it would be lost, the successor running
+// on with the tuner's cap. A record dated after now beyond clockSkew
+// tells nothing (its bound cannot be counted: successorOf).
+func (t *Tuner) restartedLately(k string, now time.Time) bool {
+	o, ok := t.originals[k]
+	if !ok || o.Restart == nil {
+		return false
+	}
+	ago := now.Sub(o.Restart.At)
+	return ago >= -clockSkew && ago <= successorWithin
+}
