@@ -432,7 +432,7 @@ var Mechanisms = []Mechanism{
 		return ts.SetComputeTimeSlice(ctx, a.GPU, gpu.TimeSliceLevel(l))
 	}), knob(gpu.KnobComputeTimeSlice, "level", gpu.SharingTimeSlice)),
 	mechanism("vgpu-scheduler", valued(func(ctx context.Context, vs gpu.VGPUSchedulerActuator, a Action, s Scheduler) error {
-		return vs.SetVGPUScheduler(ctx, a.GPU, gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicy(s)})
+		return vs.SetVGPUScheduler(ctx, a.GPU, s.Setting())
 	}), knob(gpu.KnobVGPUScheduler, "policy", gpu.SharingVGPU)),
 	mechanism("clock-power", applyClockPower,
 		knob(gpu.KnobLockedClocks, "mhz", everyMode...), knob(gpu.KnobPowerLimit, "watts", everyMode...)),

@@ -349,6 +349,7 @@ func New(o Options) (*Tuner, error) {
 	if o.Journal != nil {
 		for _, orig := range o.Journal.Originals() {
 			t.adoptOriginal(orig, o.Clock.Now())
+			warnPolicyOnly(o.Logger, orig)
 		}
 	}
 	t.publish(time.Time{})
