@@ -27,10 +27,12 @@ func (h *schedHost) SetVGPUScheduler(_ context.Context, uuid string, s gpu.VGPUS
 
 func schedCall(uuid string, s gpu.VGPUSchedulerSetting) string { return fmt.Sprintf("%s %+v", uuid, s) }
 
-// Operator's vGPU scheduler states the tuner changes.
+// Operator's vGPU scheduler states the tuner changes, and their settings.
 var (
-	arrOn = Scheduler{Policy: gpu.VGPUPolicyBestEffort, ARR: true, AvgFactor: 5, Frequency: 100}
-	slice = Scheduler{Policy: gpu.VGPUPolicyEqualShare, TimeSlice: 5 * time.Millisecond}
+	arrOn    = Scheduler{Policy: gpu.VGPUPolicyBestEffort, ARR: true, AvgFactor: 5, Frequency: 100}
+	slice    = Scheduler{Policy: gpu.VGPUPolicyEqualShare, TimeSlice: 5 * time.Millisecond}
+	arrOnSet = gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicyBestEffort, ARREnabled: true, AvgFactor: 5, Frequency: 100}
+	sliceSet = gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicyEqualShare, TimeSlice: 5 * time.Millisecond}
 )
 
 // The vGPU scheduler's original is its state whole, journaled and set
@@ -56,17 +58,17 @@ func TestExitSetsSchedulerBackWhole(t *testing.T) {
 		exit   []string           // the calls at exit
 	}{
 		{"ARR turned off", []Action{change(arrOn, Scheduler{Policy: gpu.VGPUPolicyBestEffort}, false)}, nil,
-			[]string{schedCall(uuid0, arrOn.Setting())}},
+			[]string{schedCall(uuid0, arrOnSet)}},
 		{"a custom time slice, the policy changed", []Action{change(slice, fixedSlice, false)}, nil,
-			[]string{schedCall(uuid0, slice.Setting())}},
+			[]string{schedCall(uuid0, sliceSet)}},
 		{"a custom time slice, the policy changed back with the default slice",
 			[]Action{change(slice, fixedSlice, false), change(fixedSlice, equal, true)}, nil,
-			[]string{schedCall(uuid0, slice.Setting())}},
+			[]string{schedCall(uuid0, sliceSet)}},
 		{"changed back whole: nothing to set back", []Action{change(slice, fixedSlice, false), change(fixedSlice, slice, true)}, nil, nil},
 		{"changed back whole, the default slice read", []Action{change(equal, fixedSlice, false), change(fixedSlice, equal, true)},
 			&gpu.VGPUScheduler{Policy: gpu.VGPUPolicyEqualShare, TimeSlice: 2 * time.Millisecond}, nil},
 		{"changed back whole, another slice read since", []Action{change(slice, fixedSlice, false), change(fixedSlice, slice, true)},
-			&gpu.VGPUScheduler{Policy: gpu.VGPUPolicyEqualShare, TimeSlice: 2 * time.Millisecond}, []string{schedCall(uuid0, slice.Setting())}},
+			&gpu.VGPUScheduler{Policy: gpu.VGPUPolicyEqualShare, TimeSlice: 2 * time.Millisecond}, []string{schedCall(uuid0, sliceSet)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			host := &schedHost{}
