@@ -663,7 +663,8 @@ func tooManyProcesses(rec Record) error {
 // journal appends rec when a journal is configured. A write failure is
 // counted and logged (once until a write succeeds again) and returned:
 // while the journal cannot be written the tuner does not act (execute),
-// and the originals stay in memory.
+// and the originals stay in memory; a restored record is kept, written
+// once the journal can be written again (unwritten.go).
 func (t *Tuner) journal(rec Record) error {
 	if t.o.Journal == nil {
 		return nil
@@ -672,6 +673,7 @@ func (t *Tuner) journal(rec Record) error {
 		return err // (the journal is not at fault: it goes on being written)
 	}
 	err := t.o.Journal.Append(rec)
+	t.keepUnwritten(rec, err) // (before noteJournal, which writes those kept once a write succeeds)
 	t.noteJournal(err)
 	if r := t.o.Journal.takeRelinked(); r.Replaced {
 		t.relinked(r) // (what it kept adopted before another change)
