@@ -146,6 +146,23 @@ type switchable struct{ acts []Action }
 func (*switchable) Name() string             { return "switchable" }
 func (s *switchable) Decide(*State) []Action { return s.acts }
 
+// lowerThenCrash is a run with the journal at path that lowers the power
+// limit from 700 W to 490 W and crashes (no restore).
+func lowerThenCrash(t *testing.T, path string) {
+	t.Helper()
+	j := openJournal(t, path)
+	defer j.Close() // (a crash)
+	pl := Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
+	tu, err := New(Options{Policy: fixed{{Target: pl, Current: Watts(700), Want: Watts(490), Reason: "test"}},
+		Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A restore whose restored record could not be written (a full disk, the
 // journal's file system read-only at start) drops the original from
 // memory and leaves it open in the journal. The tuner's next change of
@@ -178,26 +195,16 @@ func TestJournalOutageRestoreClosedBeforeFreshOriginal(t *testing.T) {
 			pl := Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
 			ctx := context.Background()
 
-			// Run 1: lowers 700 W to 490 W, then crashes (no restore).
-			j := openJournal(t, p)
-			pol := &switchable{acts: []Action{{Target: pl, Current: Watts(700), Want: Watts(490), Reason: "test"}}}
-			tu, err := New(Options{Policy: pol, Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tu.RunOnce(ctx, emptySnap(t0)); err != nil {
-				t.Fatal(err)
-			}
-			j.Close() // crash
+			lowerThenCrash(t, p)
 
 			// Run 2: the start's restore sets 700 W back; its restored
 			// record cannot be written.
-			j = openJournal(t, p)
+			j := openJournal(t, p)
 			writeFile = func(*os.File, []byte) (int, error) { return 0, syscall.ENOSPC }
 			rec := &recorder{}
 			clk := gpu.NewManualClock(t0.Add(time.Hour))
-			pol.acts = nil
-			tu, err = New(Options{Policy: pol, Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
+			pol := &switchable{}
+			tu, err := New(Options{Policy: pol, Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -262,29 +269,18 @@ func TestJournalOutageRestoredRecordWrittenOnceWritable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Cleanup(func() { writeFile = (*os.File).Write })
 			p := filepath.Join(t.TempDir(), "journal")
-			pl := Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
 			ctx := context.Background()
 
-			// Run 1: lowers 700 W to 490 W, then crashes (no restore).
-			j := openJournal(t, p)
-			tu, err := New(Options{Policy: fixed{{Target: pl, Current: Watts(700), Want: Watts(490), Reason: "test"}},
-				Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tu.RunOnce(ctx, emptySnap(t0)); err != nil {
-				t.Fatal(err)
-			}
-			j.Close() // crash
+			lowerThenCrash(t, p)
 
 			// Run 2: the start's restore sets 700 W back while the disk is
 			// full; it is freed, an operator sets 650 W, and the tuner
 			// changes nothing.
-			j = openJournal(t, p)
+			j := openJournal(t, p)
 			writeFile = full
 			clk := gpu.NewManualClock(t0.Add(time.Hour))
 			var buf bytes.Buffer
-			tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: clk, Mode: ModeEnforce, Logger: log.NewLogfmtLogger(&buf)})
+			tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: clk, Mode: ModeEnforce, Logger: log.NewLogfmtLogger(&buf)})
 			if err != nil {
 				t.Fatal(err)
 			}

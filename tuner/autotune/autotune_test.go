@@ -304,14 +304,7 @@ func TestAutotuneVGPUScheduler(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingVGPU, Scheduler: &gpu.VGPUScheduler{Policy: tc.policy, Log: tc.log}}
-			snap := snapshot(t0, []gpu.Device{d}, []tenant.Usage{
-				{Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0},
-				{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid0},
-			})
-			snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.99, TargetSeconds: 9, GoodKnown: true, WindowRequests: 300,
-				Quantiles: map[float64]float64{0.99: 2}}}}
-			st := &tuner.State{Now: t0, Snapshot: snap, Fast: map[string]tuner.FastSLO{"chat": tc.fast}}
+			st := vgpuState(&gpu.VGPUScheduler{Policy: tc.policy, Log: tc.log}, tc.fast)
 			var want tuner.Value
 			if tc.want != "" {
 				want = tuner.Scheduler{Policy: tc.want}
@@ -321,6 +314,19 @@ func TestAutotuneVGPUScheduler(t *testing.T) {
 			}
 		})
 	}
+}
+
+// vgpuState is a round's state of a vGPU host reading s, with a latency
+// tenant (chat, its fast-window SLO fast) and a batch one.
+func vgpuState(s *gpu.VGPUScheduler, fast tuner.FastSLO) *tuner.State {
+	d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingVGPU, Scheduler: s}
+	snap := snapshot(t0, []gpu.Device{d}, []tenant.Usage{
+		{Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0},
+		{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid0},
+	})
+	snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.99, TargetSeconds: 9, GoodKnown: true, WindowRequests: 300,
+		Quantiles: map[float64]float64{0.99: 2}}}}
+	return &tuner.State{Now: t0, Snapshot: snap, Fast: map[string]tuner.FastSLO{"chat": fast}}
 }
 
 // The scheduler's change is of its policy alone: an operator's time slice
@@ -349,14 +355,7 @@ func TestAutotuneVGPUSchedulerKeepsTimeSlice(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in
 			in.Log = []gpu.VGPUSchedulerLogEntry{{Runlist: 0, Weight: 3}, {Runlist: 1, Weight: 1}}
-			d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingVGPU, Scheduler: &in}
-			snap := snapshot(t0, []gpu.Device{d}, []tenant.Usage{
-				{Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0},
-				{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid0},
-			})
-			snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.99, TargetSeconds: 9, GoodKnown: true, WindowRequests: 300,
-				Quantiles: map[float64]float64{0.99: 2}}}}
-			st := &tuner.State{Now: t0, Snapshot: snap, Fast: map[string]tuner.FastSLO{"chat": tc.fast}}
+			st := vgpuState(&in, tc.fast)
 			if a, ok := oneAction(t, New().Decide(st), gpu.KnobVGPUScheduler, tc.want, nil); ok && a.Current != tc.cur {
 				t.Errorf("change from %v, want from %v whole", a.Current, tc.cur)
 			}
