@@ -339,7 +339,11 @@ func (e *encodedValue) decode() (Value, error) {
 			return Scheduler{Policy: gpu.VGPUPolicy(e.Text), PolicyOnly: true}, nil
 		}
 		x := e.Sched
-		return Scheduler{Policy: gpu.VGPUPolicy(e.Text), ARR: x.ARR, TimeSlice: time.Duration(x.TimeSliceNs), AvgFactor: x.AvgFactor, Frequency: x.FrequencyHz}, nil
+		if x.TimeSliceNs < 0 || x.TimeSliceNs > int64(maxJournalTimeSlice) {
+			return nil, fmt.Errorf("%s value's time slice %dns out of range", e.Kind, x.TimeSliceNs)
+		}
+		s := Scheduler{Policy: gpu.VGPUPolicy(e.Text), ARR: x.ARR, TimeSlice: time.Duration(x.TimeSliceNs), AvgFactor: x.AvgFactor, Frequency: x.FrequencyHz}
+		return s.canonical(), nil // (written again as read: a compaction keeps it)
 	case ClockRange{}.Kind():
 		return ClockRange{MinMHz: e.MinHz, MaxMHz: e.MaxHz}, nil
 	case Placement("").Kind():

@@ -146,6 +146,7 @@ func TestJournalSchedulerValue(t *testing.T) {
 		{Kind: "watts", Num: 300, Sched: &encodedScheduler{ARR: true}},
 		{Kind: "vgpu_policy", Text: "equal-share", Sched: &encodedScheduler{TimeSliceNs: -1}},
 		{Kind: "vgpu_policy", Text: "equal-share", Sched: &encodedScheduler{TimeSliceNs: 1 << 33}},
+		{Kind: "vgpu_policy", Text: "best-effort", Sched: &encodedScheduler{ARR: true, TimeSliceNs: -1}},
 	} {
 		rec := Record{Time: t0, Event: EventOriginal, Target: Target{GPU: uuid0, Knob: gpu.KnobVGPUScheduler}, From: &bad}
 		if err := validRecord(rec); err == nil {
