@@ -137,7 +137,7 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 		case tuner.Level:
 			e.gauge(c.timeSliceTarget, 1, g, st.GPU, string(v))
 		case tuner.Scheduler:
-			e.gauge(c.schedulerTarget, 1, g, st.GPU, string(v))
+			e.gauge(c.schedulerTarget, 1, g, st.GPU, string(v.Policy))
 		case tuner.Duty:
 			e.gauge(c.pauseTarget, float64(v), g, st.GPU, st.Tenant)
 			if eff, ok := st.Effective.(tuner.Duty); ok {

@@ -45,7 +45,7 @@ func richTunerStatus() *tuner.Status {
 			{GPU: u, Knob: gpu.KnobPowerLimit, Target: tuner.Watts(490)},
 			{GPU: u, Knob: gpu.KnobLockedClocks, Target: tuner.ClockRange{MinMHz: 1980, MaxMHz: 1980}},
 			{GPU: u, Knob: gpu.KnobComputeTimeSlice, Target: tuner.Level("short")},
-			{GPU: u, Knob: gpu.KnobVGPUScheduler, Target: tuner.Scheduler("equal-share")},
+			{GPU: u, Knob: gpu.KnobVGPUScheduler, Target: tuner.Scheduler{Policy: "equal-share"}},
 			{GPU: u, Tenant: "train", Knob: gpu.KnobPauseDuty, PID: 4, Target: tuner.Duty(0.4), Effective: tuner.Duty(0)},
 			{GPU: u, Tenant: "etl", Knob: gpu.KnobPauseDuty, PID: 5, Target: tuner.Duty(0.2)},
 		},

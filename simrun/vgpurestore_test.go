@@ -54,7 +54,7 @@ events:
 	}
 	uuid := sc.GPUs[0].UUID
 	sched := func(from, to string, revert bool) tuner.Action {
-		return tuner.Action{Target: tuner.Target{GPU: uuid, Knob: gpu.KnobVGPUScheduler}, Current: tuner.Scheduler(from), Want: tuner.Scheduler(to), Revert: revert, Reason: "test"}
+		return tuner.Action{Target: tuner.Target{GPU: uuid, Knob: gpu.KnobVGPUScheduler}, Current: tuner.Scheduler{Policy: gpu.VGPUPolicy(from)}, Want: tuner.Scheduler{Policy: gpu.VGPUPolicy(to)}, Revert: revert, Reason: "test"}
 	}
 	clk := gpu.NewManualClock(s.Now())
 	tu, err := tuner.New(tuner.Options{Policy: &scripted{rounds: [][]tuner.Action{

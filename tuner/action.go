@@ -5,6 +5,10 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -133,20 +137,122 @@ func (d Duty) Distance(o Value) float64 {
 	return math.Abs(float64(d) - float64(e))
 }
 
-// Scheduler is a vGPU scheduler policy.
-type Scheduler gpu.VGPUPolicy
+// Scheduler is a vGPU host's scheduler state, whole: the policy and, with
+// adaptive round robin (ARR, best-effort only) on, its average factor and
+// frequency, with it off the time slice (0: the driver's default). A
+// restore sets all of it back, so that an original is never set back as
+// its policy alone (an operator's ARR, or custom time slice, lost).
+type Scheduler struct {
+	Policy    gpu.VGPUPolicy
+	ARR       bool
+	TimeSlice time.Duration // ARR off
+	AvgFactor uint32        // ARR on
+	Frequency uint32        // ARR on, Hz; 0: the driver's default
+	// PolicyOnly: the policy alone is known, the rest not (an original
+	// journaled by an earlier version, which kept the policy alone): set
+	// back, the rest goes to the driver's defaults, and compared, the
+	// policy alone tells.
+	PolicyOnly bool
+}
+
+// SchedulerOf is the scheduler state a device reads: the parameters that
+// apply to its ARR mode alone (with ARR on, the time slice NVML reads is
+// one period of the frequency; with it off, no average factor or
+// frequency applies).
+func SchedulerOf(s *gpu.VGPUScheduler) Scheduler {
+	v := Scheduler{Policy: s.Policy, ARR: s.ARREnabled}
+	if s.ARREnabled {
+		v.AvgFactor, v.Frequency = s.AvgFactor, s.Frequency
+	} else {
+		v.TimeSlice = s.TimeSlice
+	}
+	return v
+}
+
+// WithPolicy is s under the policy p, the rest kept where it applies: the
+// time slice with ARR off; ARR, which applies to best-effort alone, off
+// (its time slice not known: the driver's default).
+func (s Scheduler) WithPolicy(p gpu.VGPUPolicy) Scheduler {
+	w := Scheduler{Policy: p}
+	if !s.ARR && !s.PolicyOnly {
+		w.TimeSlice = s.TimeSlice
+	}
+	return w
+}
+
+// Setting is the scheduler state s as the actuator sets it.
+func (s Scheduler) Setting() gpu.VGPUSchedulerSetting {
+	s = s.canonical()
+	return gpu.VGPUSchedulerSetting{Policy: s.Policy, ARREnabled: s.ARR, TimeSlice: s.TimeSlice, AvgFactor: s.AvgFactor, Frequency: s.Frequency}
+}
+
+// canonical is s with only the parameters its ARR mode applies.
+func (s Scheduler) canonical() Scheduler {
+	switch {
+	case s.PolicyOnly:
+		return Scheduler{Policy: s.Policy, PolicyOnly: true}
+	case s.ARR:
+		s.TimeSlice = 0
+	default:
+		s.AvgFactor, s.Frequency = 0, 0
+	}
+	return s
+}
+
+// readsAs reports whether the reading r shows s in force: a parameter s
+// leaves to the driver's default (0) reads as the default, whatever it is.
+func (s Scheduler) readsAs(r Scheduler) bool {
+	s, r = s.canonical(), r.canonical()
+	if s.TimeSlice == 0 {
+		r.TimeSlice = 0
+	}
+	if s.AvgFactor == 0 {
+		r.AvgFactor = 0
+	}
+	if s.Frequency == 0 {
+		r.Frequency = 0
+	}
+	return s.Distance(r) == 0
+}
 
 // Kind returns "vgpu_policy".
 func (Scheduler) Kind() string { return "vgpu_policy" }
 
-func (s Scheduler) String() string { return string(s) }
+// String is the policy, then the ARR parameters or a time slice set.
+func (s Scheduler) String() string {
+	s = s.canonical()
+	switch {
+	case s.PolicyOnly:
+		return string(s.Policy) + " (policy alone known)"
+	case s.ARR:
+		return fmt.Sprintf("%s, ARR (average factor %d, %d Hz)", s.Policy, s.AvgFactor, s.Frequency)
+	case s.TimeSlice != 0:
+		return fmt.Sprintf("%s, time slice %v", s.Policy, s.TimeSlice)
+	}
+	return string(s.Policy)
+}
 
-// Distance is 0 for the same policy, 1 otherwise.
+// Distance is 0 for the same state (the same policy, where either is
+// known by its policy alone), 1 otherwise.
 func (s Scheduler) Distance(o Value) float64 {
-	if t, ok := o.(Scheduler); ok && t == s {
+	t, ok := o.(Scheduler)
+	switch {
+	case !ok || t.Policy != s.Policy:
+		return 1
+	case s.PolicyOnly || t.PolicyOnly || s.canonical() == t.canonical():
 		return 0
 	}
 	return 1
+}
+
+// warnPolicyOnly says, for an original of the vGPU scheduler known by its
+// policy alone (Scheduler.PolicyOnly), that its restore sets the policy
+// alone back.
+func warnPolicyOnly(l log.Logger, o Original) {
+	if s, ok := o.Value.(Scheduler); ok && s.PolicyOnly {
+		level.Warn(l).Log("msg", "tuner journal holds a vGPU scheduler original an earlier version journaled by its policy alone: its restore sets that policy back, with adaptive round robin, the time slice, the average factor and the frequency at the driver's defaults, not as they were",
+			"target", o.Target.String(), "policy", s.Policy)
+	}
 }
 
 // Placement is the GPU (UUID) a tenant's process runs on.
@@ -172,6 +278,18 @@ type encodedValue struct {
 	Text  string  `json:"text,omitempty"`
 	MinHz uint32  `json:"min_mhz,omitempty"`
 	MaxHz uint32  `json:"max_mhz,omitempty"`
+	// Sched is a vGPU scheduler's state beyond its policy (Text): absent
+	// from one an earlier version journaled, which kept the policy alone
+	// (and ignores it when read).
+	Sched *encodedScheduler `json:"sched,omitempty"`
+}
+
+// encodedScheduler is a Scheduler's state beyond its policy.
+type encodedScheduler struct {
+	ARR         bool   `json:"arr,omitempty"`
+	TimeSliceNs int64  `json:"time_slice_ns,omitempty"`
+	AvgFactor   uint32 `json:"avg_factor,omitempty"`
+	FrequencyHz uint32 `json:"frequency_hz,omitempty"`
 }
 
 func encodeValue(v Value) *encodedValue {
@@ -187,7 +305,11 @@ func encodeValue(v Value) *encodedValue {
 	case Level:
 		return &encodedValue{Kind: x.Kind(), Text: string(x)}
 	case Scheduler:
-		return &encodedValue{Kind: x.Kind(), Text: string(x)}
+		e := &encodedValue{Kind: x.Kind(), Text: string(x.Policy)}
+		if x = x.canonical(); !x.PolicyOnly {
+			e.Sched = &encodedScheduler{ARR: x.ARR, TimeSliceNs: int64(x.TimeSlice), AvgFactor: x.AvgFactor, FrequencyHz: x.Frequency}
+		}
+		return e
 	case ClockRange:
 		return &encodedValue{Kind: x.Kind(), MinHz: x.MinMHz, MaxHz: x.MaxMHz}
 	case Layout:
@@ -200,6 +322,9 @@ func (e *encodedValue) decode() (Value, error) {
 	if e == nil {
 		return nil, nil
 	}
+	if e.Sched != nil && e.Kind != (Scheduler{}).Kind() {
+		return nil, fmt.Errorf("%s value with a vGPU scheduler's state", e.Kind)
+	}
 	switch e.Kind {
 	case Fraction(0).Kind():
 		return Fraction(e.Num), nil
@@ -209,8 +334,16 @@ func (e *encodedValue) decode() (Value, error) {
 		return Duty(e.Num), nil
 	case Level("").Kind():
 		return Level(e.Text), nil
-	case Scheduler("").Kind():
-		return Scheduler(e.Text), nil
+	case Scheduler{}.Kind():
+		if e.Sched == nil {
+			return Scheduler{Policy: gpu.VGPUPolicy(e.Text), PolicyOnly: true}, nil
+		}
+		x := e.Sched
+		if x.TimeSliceNs < 0 || x.TimeSliceNs > int64(maxJournalTimeSlice) {
+			return nil, fmt.Errorf("%s value's time slice %dns out of range", e.Kind, x.TimeSliceNs)
+		}
+		s := Scheduler{Policy: gpu.VGPUPolicy(e.Text), ARR: x.ARR, TimeSlice: time.Duration(x.TimeSliceNs), AvgFactor: x.AvgFactor, Frequency: x.FrequencyHz}
+		return s.canonical(), nil // (written again as read: a compaction keeps it)
 	case ClockRange{}.Kind():
 		return ClockRange{MinMHz: e.MinHz, MaxMHz: e.MaxHz}, nil
 	case Placement("").Kind():

@@ -32,7 +32,7 @@ func TestExitClosesSettingAtOriginal(t *testing.T) {
 		return Action{Target: Target{GPU: uuid0, Knob: knob}, Current: from, Want: to, Revert: revert, Reason: "test"}
 	}
 	sched := func(from, to string, revert bool) Action {
-		return set(gpu.KnobVGPUScheduler, Scheduler(from), Scheduler(to), revert)
+		return set(gpu.KnobVGPUScheduler, Scheduler{Policy: gpu.VGPUPolicy(from)}, Scheduler{Policy: gpu.VGPUPolicy(to)}, revert)
 	}
 	reads := func(policy gpu.VGPUPolicy) func(*gpu.Device) {
 		return func(d *gpu.Device) { d.Scheduler = &gpu.VGPUScheduler{Policy: policy} }
@@ -225,7 +225,7 @@ func TestExitRecoveredOriginalAtOriginal(t *testing.T) {
 				}
 				return d
 			}
-			a := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobVGPUScheduler}, Current: Scheduler("best-effort"), Want: Scheduler("equal-share"), Reason: "test"}
+			a := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobVGPUScheduler}, Current: Scheduler{Policy: "best-effort"}, Want: Scheduler{Policy: "equal-share"}, Reason: "test"}
 			earlier, _ := newTestTuner(t, ModeEnforce, &recorder{}, []Action{a}, j)
 			if ds, err := earlier.RunOnce(context.Background(), snapshot(t0, []gpu.Device{dev("best-effort")}, nil)); err != nil || len(ds) != 1 || !ds[0].Applied {
 				t.Fatalf("earlier run: %+v, %v", ds, err)
@@ -271,7 +271,7 @@ func TestExitAdoptedOriginalNotClosedOnAReading(t *testing.T) {
 	}
 	put := filepath.Join(dir, "other")
 	jb := openJournal(t, put)
-	change := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobVGPUScheduler}, Current: Scheduler("best-effort"), Want: Scheduler("equal-share"), Reason: "test"}
+	change := Action{Target: Target{GPU: uuid0, Knob: gpu.KnobVGPUScheduler}, Current: Scheduler{Policy: "best-effort"}, Want: Scheduler{Policy: "equal-share"}, Reason: "test"}
 	other, _ := newTestTuner(t, ModeEnforce, &recorder{}, []Action{change}, jb)
 	if ds, err := other.RunOnce(context.Background(), snapshot(t0, dev("best-effort"), nil)); err != nil || len(ds) != 1 || !ds[0].Applied {
 		t.Fatalf("the other exporter's change: %+v, %v", ds, err)

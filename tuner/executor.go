@@ -430,7 +430,7 @@ var Mechanisms = []Mechanism{
 		return ts.SetComputeTimeSlice(ctx, a.GPU, gpu.TimeSliceLevel(l))
 	}), knob(gpu.KnobComputeTimeSlice, "level", gpu.SharingTimeSlice)),
 	mechanism("vgpu-scheduler", valued(func(ctx context.Context, vs gpu.VGPUSchedulerActuator, a Action, s Scheduler) error {
-		return vs.SetVGPUScheduler(ctx, a.GPU, gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicy(s)})
+		return vs.SetVGPUScheduler(ctx, a.GPU, s.Setting())
 	}), knob(gpu.KnobVGPUScheduler, "policy", gpu.SharingVGPU)),
 	mechanism("clock-power", applyClockPower,
 		knob(gpu.KnobLockedClocks, "mhz", everyMode...), knob(gpu.KnobPowerLimit, "watts", everyMode...)),
@@ -680,7 +680,8 @@ func tooManyProcesses(rec Record) error {
 // journal appends rec when a journal is configured. A write failure is
 // counted and logged (once until a write succeeds again) and returned:
 // while the journal cannot be written the tuner does not act (execute),
-// and the originals stay in memory.
+// and the originals stay in memory; a restored record is kept, written
+// once the journal can be written again (unwritten.go).
 func (t *Tuner) journal(rec Record) error {
 	if t.o.Journal == nil {
 		return nil
@@ -689,6 +690,7 @@ func (t *Tuner) journal(rec Record) error {
 		return err // (the journal is not at fault: it goes on being written)
 	}
 	err := t.o.Journal.Append(rec)
+	t.keepUnwritten(rec, err) // (before noteJournal, which writes those kept once a write succeeds)
 	t.noteJournal(err)
 	if r := t.o.Journal.takeRelinked(); r.Replaced {
 		t.relinked(r) // (what it kept adopted before another change)

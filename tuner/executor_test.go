@@ -252,14 +252,14 @@ func TestChangeFromAValueNotRead(t *testing.T) {
 		want      Outcome
 		wantCalls []string
 	}{
-		{name: "vgpu scheduler", mode: ModeEnforce, a: Action{Target: sched, Want: Scheduler("equal-share"), Reason: "test"}, want: OutcomeRefused},
+		{name: "vgpu scheduler", mode: ModeEnforce, a: Action{Target: sched, Want: Scheduler{Policy: "equal-share"}, Reason: "test"}, want: OutcomeRefused},
 		{name: "power limit", mode: ModeEnforce, a: Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Want: Watts(490), Reason: "test"}, want: OutcomeRefused},
 		{name: "pause", mode: ModeEnforce, a: Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: 7}, Tenant: "train", PIDs: []uint32{7}, Want: Duty(0.5), Reason: "test"}, want: OutcomeRefused},
 		{name: "original kept", mode: ModeEnforce,
-			before: []Action{{Target: sched, Current: Scheduler("best-effort"), Want: Scheduler("equal-share"), Reason: "test"}},
-			a:      Action{Target: sched, Want: Scheduler("fixed-share"), Reason: "test"}, want: OutcomeApplied,
+			before: []Action{{Target: sched, Current: Scheduler{Policy: "best-effort"}, Want: Scheduler{Policy: "equal-share"}, Reason: "test"}},
+			a:      Action{Target: sched, Want: Scheduler{Policy: "fixed-share"}, Reason: "test"}, want: OutcomeApplied,
 			wantCalls: []string{"SetVGPUScheduler(GPU-0,equal-share)", "SetVGPUScheduler(GPU-0,fixed-share)"}},
-		{name: "recommend", mode: ModeRecommend, a: Action{Target: sched, Want: Scheduler("equal-share"), Reason: "test"}, want: OutcomeRecommended},
+		{name: "recommend", mode: ModeRecommend, a: Action{Target: sched, Want: Scheduler{Policy: "equal-share"}, Reason: "test"}, want: OutcomeRecommended},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec, pauses := &recorder{}, &pauseRecorder{}

@@ -76,7 +76,7 @@ func Numeric(v Value) (float64, bool) {
 	case ClockRange:
 		return float64(x.MaxMHz), true
 	case Scheduler:
-		n := slices.Index(schedulerOrder, gpu.VGPUPolicy(x))
+		n := slices.Index(schedulerOrder, x.Policy)
 		return float64(n), n >= 0
 	}
 	return 0, false

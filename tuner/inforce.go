@@ -119,7 +119,7 @@ func (t *Tuner) atOriginal(k string) (how string, ok bool) {
 			if c, ok := v.(ClockRange); !ok || c == (ClockRange{}) {
 				return "", false
 			}
-		case !setsBack(Action{Want: r}, Original{Target: o.Target, Value: v}):
+		case contradicts(r, v):
 			return "", false
 		default:
 			how += ", and the latest snapshot reads it so"
@@ -129,6 +129,19 @@ func (t *Tuner) atOriginal(k string) (how string, ok bool) {
 		return "", false
 	}
 	return how, true
+}
+
+// contradicts reports whether the reading r of a device setting differs
+// from v, the value the tuner's last call of it set. A vGPU scheduler
+// parameter the call left to the driver's default (0: a time slice, an
+// average factor, a frequency) reads as that default, whatever it is.
+func contradicts(r, v Value) bool {
+	if s, ok := v.(Scheduler); ok {
+		if q, ok := r.(Scheduler); ok {
+			return !s.readsAs(q)
+		}
+	}
+	return !setsBack(Action{Want: r}, Original{Value: v})
 }
 
 // readSetting is the value of the device setting knob that the readings

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -16,6 +17,8 @@ const (
 	maxJournalText   = 256     // a GPU UUID, a tenant, a policy name, a layout
 	maxJournalPIDs   = 4096    // a paused tenant's processes (8 ranks of 100 data-loader workers and more)
 	maxJournalLayout = 4 << 10 // a MIG layout
+	// a vGPU scheduler's time slice: NVML's is 32 bits of nanoseconds
+	maxJournalTimeSlice = time.Duration(math.MaxUint32)
 )
 
 // journalEvents are the events a record may carry.
@@ -106,7 +109,7 @@ func validValue(v Value) error {
 			return bad()
 		}
 	case Scheduler:
-		if x == "" || len(x) > maxJournalText {
+		if x.Policy == "" || len(x.Policy) > maxJournalText || x.TimeSlice < 0 || x.TimeSlice > maxJournalTimeSlice {
 			return bad()
 		}
 	case ClockRange:

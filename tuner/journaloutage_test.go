@@ -146,6 +146,23 @@ type switchable struct{ acts []Action }
 func (*switchable) Name() string             { return "switchable" }
 func (s *switchable) Decide(*State) []Action { return s.acts }
 
+// lowerThenCrash is a run with the journal at path that lowers the power
+// limit from 700 W to 490 W and crashes (no restore).
+func lowerThenCrash(t *testing.T, path string) {
+	t.Helper()
+	j := openJournal(t, path)
+	defer j.Close() // (a crash)
+	pl := Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
+	tu, err := New(Options{Policy: fixed{{Target: pl, Current: Watts(700), Want: Watts(490), Reason: "test"}},
+		Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.RunOnce(context.Background(), emptySnap(t0)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A restore whose restored record could not be written (a full disk, the
 // journal's file system read-only at start) drops the original from
 // memory and leaves it open in the journal. The tuner's next change of
@@ -178,26 +195,16 @@ func TestJournalOutageRestoreClosedBeforeFreshOriginal(t *testing.T) {
 			pl := Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}
 			ctx := context.Background()
 
-			// Run 1: lowers 700 W to 490 W, then crashes (no restore).
-			j := openJournal(t, p)
-			pol := &switchable{acts: []Action{{Target: pl, Current: Watts(700), Want: Watts(490), Reason: "test"}}}
-			tu, err := New(Options{Policy: pol, Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tu.RunOnce(ctx, emptySnap(t0)); err != nil {
-				t.Fatal(err)
-			}
-			j.Close() // crash
+			lowerThenCrash(t, p)
 
 			// Run 2: the start's restore sets 700 W back; its restored
 			// record cannot be written.
-			j = openJournal(t, p)
+			j := openJournal(t, p)
 			writeFile = func(*os.File, []byte) (int, error) { return 0, syscall.ENOSPC }
 			rec := &recorder{}
 			clk := gpu.NewManualClock(t0.Add(time.Hour))
-			pol.acts = nil
-			tu, err = New(Options{Policy: pol, Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
+			pol := &switchable{}
+			tu, err := New(Options{Policy: pol, Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,6 +238,95 @@ func TestJournalOutageRestoreClosedBeforeFreshOriginal(t *testing.T) {
 			}
 			if len(open) != 1 || open[0] != tc.want {
 				t.Errorf("the journal holds %v open as the power limit's original, want %v", open, tc.want)
+			}
+		})
+	}
+}
+
+// A restore whose restored record could not be written (a full disk at
+// start) keeps that record and writes it once the journal can be written
+// again: at the first round that finds it writable (its probe), or at the
+// exit where no round did. The setting is the operator's since (650 W
+// over the 700 W the restore set back); the tuner never touches it again,
+// and the next start sets nothing over it. Before, the original stayed
+// open after the repair and a clean exit, and the next start set 700 W
+// over the operator's 650 W. Where the journal still cannot be written at
+// exit, the original stays open for the next start, as before.
+func TestJournalOutageRestoredRecordWrittenOnceWritable(t *testing.T) {
+	full := func(*os.File, []byte) (int, error) { return 0, syscall.ENOSPC }
+	free := (*os.File).Write
+	for _, tc := range []struct {
+		name string
+		// the journal's writes in the rounds after the start, and at exit
+		rounds, atExit func(*os.File, []byte) (int, error)
+		byRound        bool     // written before the exit
+		next           []string // the next start's calls
+	}{
+		{"a round finds the journal writable", free, free, true, nil},
+		{"the exit finds it writable", full, free, false, nil},
+		{"still unwritable at exit", full, full, false, []string{"SetPowerLimit(GPU-0,700)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Cleanup(func() { writeFile = (*os.File).Write })
+			p := filepath.Join(t.TempDir(), "journal")
+			ctx := context.Background()
+
+			lowerThenCrash(t, p)
+
+			// Run 2: the start's restore sets 700 W back while the disk is
+			// full; it is freed, an operator sets 650 W, and the tuner
+			// changes nothing.
+			j := openJournal(t, p)
+			writeFile = full
+			clk := gpu.NewManualClock(t0.Add(time.Hour))
+			var buf bytes.Buffer
+			tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(&recorder{}), Journal: j, Clock: clk, Mode: ModeEnforce, Logger: log.NewLogfmtLogger(&buf)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tu.Recover(ctx, emptySnap(clk.Now())) // (its restored record not written: an error)
+			if n := len(j.Originals()); n != 1 {
+				t.Fatalf("%d originals open after the start's restore on a full disk, want 1", n)
+			}
+			writeFile = tc.rounds
+			for range 3 {
+				clk.Advance(time.Minute)
+				if _, err := tu.RunOnce(ctx, emptySnap(clk.Now())); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if closed := len(j.Originals()) == 0; closed != tc.byRound {
+				t.Errorf("original closed before the exit: %v, want %v", closed, tc.byRound)
+			}
+			writeFile = tc.atExit
+			if _, err := tu.Restore(ctx); err != nil { // a clean exit
+				t.Fatal(err)
+			}
+			j.Close()
+			writeFile = (*os.File).Write
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if late := strings.Contains(string(b), whyWrittenLate); late != (tc.next == nil) {
+				t.Errorf("a restored record journaled late: %v, want %v; log:\n%s", late, tc.next == nil, buf.String())
+			}
+			if warned := strings.Contains(buf.String(), "the next start sets them back again"); warned != (tc.next != nil) {
+				t.Errorf("the exit warned of restored records left unwritten: %v, want %v; log:\n%s", warned, tc.next != nil, buf.String())
+			}
+
+			// Run 3: the next start.
+			j = openJournal(t, p)
+			defer j.Close()
+			rec := &recorder{}
+			clk3 := gpu.NewManualClock(t0.Add(3 * time.Hour))
+			tu, err = New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(rec), Journal: j, Clock: clk3, Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tu.Recover(ctx, emptySnap(clk3.Now()))
+			if !slices.Equal(rec.Calls, tc.next) {
+				t.Errorf("the next start's calls %q, want %q (the operator's 650 W in force)", rec.Calls, tc.next)
 			}
 		})
 	}

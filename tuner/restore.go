@@ -105,6 +105,7 @@ func (t *Tuner) restoreAtExit(hooks, ctx context.Context) ([]Decision, error) {
 		err = errors.Join(err, rerr)
 	}
 	err = errors.Join(werr, err)
+	t.writeUnwrittenAtExit()
 	// the path checked again: one removed or replaced since the restore's
 	// last write is written again (no round follows the exit), what it
 	// kept left for the next start
@@ -637,10 +638,12 @@ func (t *Tuner) noteJournal(err error) {
 }
 
 // journalWritableAgain says that the journal can be written again after a
-// write failed (or it was opened unwritable): the tuner acts again, and
-// the next decision the journal holds back is logged anew.
+// write failed (or it was opened unwritable): the tuner acts again, the
+// next decision the journal holds back is logged anew, and the restored
+// records it could not write are written (unwritten.go).
 func (t *Tuner) journalWritableAgain() {
 	t.journalBroken = false
+	defer t.writeUnwritten()
 	for k, v := range t.refused {
 		if strings.HasPrefix(v, journalRefusal+" ") {
 			delete(t.refused, k)

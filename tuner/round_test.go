@@ -258,7 +258,7 @@ func TestNumeric(t *testing.T) {
 		{Level("bogus"), 0, false},
 		{ClockRange{MinMHz: 1000, MaxMHz: 1980}, 1980, true},
 		{ClockRange{}, 0, true},
-		{Scheduler(gpu.VGPUPolicyFixedShare), 2, true},
+		{Scheduler{Policy: gpu.VGPUPolicyFixedShare}, 2, true},
 		{Layout("1g.10gb"), 0, false},
 	} {
 		if got, ok := Numeric(tc.v); got != tc.want || ok != tc.ok {

@@ -264,7 +264,7 @@ func currentValue(d *gpu.Device, k gpu.Knob, pid uint32) Value {
 		}
 	case gpu.KnobVGPUScheduler:
 		if d.Scheduler != nil {
-			return Scheduler(d.Scheduler.Policy)
+			return SchedulerOf(d.Scheduler)
 		}
 	case gpu.KnobPowerLimit:
 		if d.PowerLimitW != nil {

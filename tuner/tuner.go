@@ -295,6 +295,9 @@ type Tuner struct {
 	// recommended there was held back by the journal (noteJournalHeld).
 	journalBroken bool
 	journalHeldOn map[string]bool
+	// unwritten are the restored records the journal could not take, by
+	// target (unwritten.go).
+	unwritten map[string]Record
 	// compactErr is the journal's compaction error last logged.
 	compactErr string
 	// relinkErr is the journal's Relink error last logged.
@@ -350,6 +353,7 @@ func New(o Options) (*Tuner, error) {
 	if o.Journal != nil {
 		for _, orig := range o.Journal.Originals() {
 			t.adoptOriginal(orig, o.Clock.Now())
+			warnPolicyOnly(o.Logger, orig)
 		}
 	}
 	t.publish(time.Time{})

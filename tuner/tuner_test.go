@@ -66,7 +66,7 @@ func TestActuatorCalls(t *testing.T) {
 		{"mps with restart", mpsAction(7, 1, 0.4), []string{"SetMPSActiveThreads(GPU-0,7,0.4000)", "RestartClient(GPU-0,7)"}},
 		{"mps pending", Action{Target: Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 7}, Current: Fraction(0.5), Want: Fraction(1)}, []string{"SetMPSActiveThreads(GPU-0,7,1.0000)"}},
 		{"time slice", Action{Target: Target{GPU: uuid0, Knob: gpu.KnobComputeTimeSlice}, Current: Level("default"), Want: Level("short")}, []string{"SetComputeTimeSlice(GPU-0,short)"}},
-		{"vgpu", Action{Target: Target{GPU: uuid0, Knob: gpu.KnobVGPUScheduler}, Current: Scheduler("best-effort"), Want: Scheduler("equal-share")}, []string{"SetVGPUScheduler(GPU-0,equal-share)"}},
+		{"vgpu", Action{Target: Target{GPU: uuid0, Knob: gpu.KnobVGPUScheduler}, Current: Scheduler{Policy: "best-effort"}, Want: Scheduler{Policy: "equal-share"}}, []string{"SetVGPUScheduler(GPU-0,equal-share)"}},
 		{"clocks", Action{Target: Target{GPU: uuid0, Knob: gpu.KnobLockedClocks}, Current: ClockRange{}, Want: ClockRange{MinMHz: 1980, MaxMHz: 1980}}, []string{"LockClocks(GPU-0,1980,1980)"}},
 		{"power", Action{Target: Target{GPU: uuid0, Knob: gpu.KnobPowerLimit}, Current: Watts(700), Want: Watts(490)}, []string{"SetPowerLimit(GPU-0,490)"}},
 	}
@@ -371,7 +371,7 @@ func TestHoldLeft(t *testing.T) {
 
 // Every kind of value comes back from the journal as it went in.
 func TestValueRoundTrip(t *testing.T) {
-	for _, v := range []Value{Fraction(0.25), Watts(490), Level("long"), Scheduler("fixed-share"), ClockRange{MinMHz: 1980, MaxMHz: 1980},
+	for _, v := range []Value{Fraction(0.25), Watts(490), Level("long"), Scheduler{Policy: "fixed-share"}, ClockRange{MinMHz: 1980, MaxMHz: 1980},
 		Placement("GPU-1"), LayoutOf([]string{"1g.10gb", "3g.40gb"})} {
 		got, err := encodeValue(v).decode()
 		if err != nil || got != v {

@@ -246,7 +246,7 @@ func valueJSON(v tuner.Value) map[string]any {
 	case tuner.Level:
 		return map[string]any{"level": string(x)}
 	case tuner.Scheduler:
-		return map[string]any{"policy": string(x)}
+		return map[string]any{"policy": string(x.Policy)}
 	case tuner.Layout:
 		return map[string]any{"profiles": x.Profiles()}
 	}

@@ -204,7 +204,7 @@ func TestValueJSONKeysDocumented(t *testing.T) {
 	for _, v := range []tuner.Value{
 		tuner.Fraction(0.5), tuner.Duty(0.2), tuner.Watts(0), tuner.Watts(300),
 		tuner.ClockRange{MinMHz: 1000, MaxMHz: 1500}, tuner.Level("long"),
-		tuner.Scheduler("fixed-share"), tuner.Layout("3g.71gb,3g.71gb"),
+		tuner.Scheduler{Policy: "fixed-share"}, tuner.Layout("3g.71gb,3g.71gb"),
 		tuner.Placement("GPU-1"), tuner.Running{},
 	} {
 		for k := range valueJSON(v) {

@@ -469,7 +469,7 @@ func TestTunerPageRankNames(t *testing.T) {
 		}
 	}
 	for i, n := range policyNames {
-		if f, ok := tuner.Numeric(tuner.Scheduler(n)); !ok || f != float64(i) {
+		if f, ok := tuner.Numeric(tuner.Scheduler{Policy: gpu.VGPUPolicy(n)}); !ok || f != float64(i) {
 			t.Errorf("policy %s is %v in the tuner, %d here", n, f, i)
 		}
 	}

@@ -602,16 +602,18 @@ func (p *Autotune) vgpu(s *tuner.State, d *gpu.Device, ds domainSignals) []tuner
 	if len(ds.latency) == 0 || d.Scheduler == nil || !s.Changeable(t) {
 		return nil
 	}
-	cur := tuner.Scheduler(d.Scheduler.Policy)
+	// the state in force whole (its original too), the change its policy
+	// alone, the time slice kept where it applies (WithPolicy)
+	cur := tuner.SchedulerOf(d.Scheduler)
 	a := tuner.Action{Target: t, GPUIndex: d.Index, Current: cur}
 	ws := runlistWeights(d.Scheduler.Log)
 	switch {
-	case ds.anyViolating && cur != tuner.Scheduler(gpu.VGPUPolicyFixedShare) && weighted(ws):
-		a.Want = tuner.Scheduler(gpu.VGPUPolicyFixedShare)
+	case ds.anyViolating && cur.Policy != gpu.VGPUPolicyFixedShare && weighted(ws):
+		a.Want = cur.WithPolicy(gpu.VGPUPolicyFixedShare)
 		a.Reason = fmt.Sprintf("%s violates its SLO (burn %.1fx); the scheduler log's runlists carry the weights %s: fixed-share scheduling gives each VM time in proportion to its weight, where %s gives every busy VM the same, so it helps a latency VM whose weight is above the mean %.2g (NVML does not say which runlist is which VM); %s",
-			ds.worst.name, ds.worst.burn, weightsText(ws), cur, meanWeight(ws), vgpuNote)
-	case ds.allSlack && cur == tuner.Scheduler(gpu.VGPUPolicyEqualShare) && quiet(s, d.UUID, gpu.KnobVGPUScheduler, p.P.SlackDwell):
-		a.Want, a.Relax = tuner.Scheduler(gpu.VGPUPolicyBestEffort), true
+			ds.worst.name, ds.worst.burn, weightsText(ws), cur.Policy, meanWeight(ws), vgpuNote)
+	case ds.allSlack && cur.Policy == gpu.VGPUPolicyEqualShare && quiet(s, d.UUID, gpu.KnobVGPUScheduler, p.P.SlackDwell):
+		a.Want, a.Relax = cur.WithPolicy(gpu.VGPUPolicyBestEffort), true
 		a.Reason = "every latency SLO has slack: best-effort scheduling lets idle slots be used"
 	default:
 		return nil

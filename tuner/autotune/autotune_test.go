@@ -304,20 +304,60 @@ func TestAutotuneVGPUScheduler(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingVGPU, Scheduler: &gpu.VGPUScheduler{Policy: tc.policy, Log: tc.log}}
-			snap := snapshot(t0, []gpu.Device{d}, []tenant.Usage{
-				{Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0},
-				{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid0},
-			})
-			snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.99, TargetSeconds: 9, GoodKnown: true, WindowRequests: 300,
-				Quantiles: map[float64]float64{0.99: 2}}}}
-			st := &tuner.State{Now: t0, Snapshot: snap, Fast: map[string]tuner.FastSLO{"chat": tc.fast}}
+			st := vgpuState(&gpu.VGPUScheduler{Policy: tc.policy, Log: tc.log}, tc.fast)
 			var want tuner.Value
 			if tc.want != "" {
-				want = tuner.Scheduler(tc.want)
+				want = tuner.Scheduler{Policy: tc.want}
 			}
 			if a, ok := oneAction(t, New().Decide(st), gpu.KnobVGPUScheduler, want, tc.reasons); ok && a.Relax != tc.relax {
 				t.Errorf("relax %v, want %v", a.Relax, tc.relax)
+			}
+		})
+	}
+}
+
+// vgpuState is a round's state of a vGPU host reading s, with a latency
+// tenant (chat, its fast-window SLO fast) and a batch one.
+func vgpuState(s *gpu.VGPUScheduler, fast tuner.FastSLO) *tuner.State {
+	d := gpu.Device{UUID: uuid0, Up: true, Mode: gpu.SharingVGPU, Scheduler: s}
+	snap := snapshot(t0, []gpu.Device{d}, []tenant.Usage{
+		{Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0},
+		{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid0},
+	})
+	snap.SLOs = []tenant.SLOStatus{{Tenant: "chat", Status: latency.Status{SourceUp: true, SourceRead: true, Measured: true, Quantile: 0.99, TargetSeconds: 9, GoodKnown: true, WindowRequests: 300,
+		Quantiles: map[float64]float64{0.99: 2}}}}
+	return &tuner.State{Now: t0, Snapshot: snap, Fast: map[string]tuner.FastSLO{"chat": fast}}
+}
+
+// The scheduler's change is of its policy alone: an operator's time slice
+// is kept (equal share and fixed share both apply it, best effort with
+// adaptive round robin off too), and the change's Current is the state in
+// force whole, so that the original kept is (ARR with its parameters, a
+// time slice) and the restore sets all of it back. Before, the change set
+// the driver's default time slice, and the original was the policy alone.
+func TestAutotuneVGPUSchedulerKeepsTimeSlice(t *testing.T) {
+	violating := tuner.FastSLO{Over: time.Minute, Total: 300, Good: 290}
+	fine := tuner.FastSLO{Over: time.Minute, Total: 300, Good: 300}
+	ms5 := 5 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		in        gpu.VGPUScheduler
+		fast      tuner.FastSLO
+		cur, want tuner.Scheduler
+	}{
+		{"equal share to fixed share", gpu.VGPUScheduler{Policy: gpu.VGPUPolicyEqualShare, TimeSlice: ms5}, violating,
+			tuner.Scheduler{Policy: gpu.VGPUPolicyEqualShare, TimeSlice: ms5}, tuner.Scheduler{Policy: gpu.VGPUPolicyFixedShare, TimeSlice: ms5}},
+		{"equal share to best effort at slack", gpu.VGPUScheduler{Policy: gpu.VGPUPolicyEqualShare, TimeSlice: ms5}, fine,
+			tuner.Scheduler{Policy: gpu.VGPUPolicyEqualShare, TimeSlice: ms5}, tuner.Scheduler{Policy: gpu.VGPUPolicyBestEffort, TimeSlice: ms5}},
+		{"best effort with ARR to fixed share", gpu.VGPUScheduler{Policy: gpu.VGPUPolicyBestEffort, ARREnabled: true, AvgFactor: 5, Frequency: 100, TimeSlice: 10 * time.Millisecond}, violating,
+			tuner.Scheduler{Policy: gpu.VGPUPolicyBestEffort, ARR: true, AvgFactor: 5, Frequency: 100}, tuner.Scheduler{Policy: gpu.VGPUPolicyFixedShare}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := tc.in
+			in.Log = []gpu.VGPUSchedulerLogEntry{{Runlist: 0, Weight: 3}, {Runlist: 1, Weight: 1}}
+			st := vgpuState(&in, tc.fast)
+			if a, ok := oneAction(t, New().Decide(st), gpu.KnobVGPUScheduler, tc.want, nil); ok && a.Current != tc.cur {
+				t.Errorf("change from %v, want from %v whole", a.Current, tc.cur)
 			}
 		})
 	}

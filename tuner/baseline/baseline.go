@@ -163,7 +163,12 @@ func (b Baseline) mps(s *tuner.State, d *gpu.Device) []tuner.Action {
 
 // vgpu asks for the baseline's scheduler where the GPU's scheduler is
 // read: from one not read (the driver's getter failed) a change would
-// keep no original, and the executor refuses it (as timeSlice).
+// keep no original, and the executor refuses it (as timeSlice). The
+// baseline's scheduler is its policy with adaptive round robin off, the
+// time slice in force kept (tuner.Scheduler.WithPolicy); the scheduler
+// in force is compared with it whole, and is the change's Current whole,
+// so that the original kept is too (ARR on, its average factor and
+// frequency) and the restore sets all of it back.
 func (b Baseline) vgpu(s *tuner.State, d *gpu.Device) []tuner.Action {
 	t := tuner.Target{GPU: d.UUID, Knob: gpu.KnobVGPUScheduler}
 	if d.Scheduler == nil || !s.Changeable(t) {
@@ -175,10 +180,12 @@ func (b Baseline) vgpu(s *tuner.State, d *gpu.Device) []tuner.Action {
 		want = gpu.VGPUPolicyEqualShare
 		reason = "static-equal: equal-share vGPU scheduler"
 	}
-	if d.Scheduler.Policy == want && !d.Scheduler.ARREnabled {
+	cur := tuner.SchedulerOf(d.Scheduler)
+	to := cur.WithPolicy(want)
+	if to.Distance(cur) == 0 {
 		return nil
 	}
-	return []tuner.Action{{Target: t, GPUIndex: d.Index, Current: tuner.Scheduler(d.Scheduler.Policy), Want: tuner.Scheduler(want), Reason: reason}}
+	return []tuner.Action{{Target: t, GPUIndex: d.Index, Current: cur, Want: to, Reason: reason}}
 }
 
 // timeSlice asks for the default level where the GPU's level is read: from

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -116,6 +117,29 @@ func TestBaselines(t *testing.T) {
 			policy: UncappedName,
 			devs: []gpu.Device{{UUID: "GPU-v", Up: true, Mode: gpu.SharingVGPU,
 				Scheduler: &gpu.VGPUScheduler{Policy: "best-effort"}}},
+		},
+		{
+			// the scheduler in force whole, as its original is kept
+			name:   "vgpu best effort with adaptive round robin: turned off",
+			policy: UncappedName,
+			devs: []gpu.Device{{UUID: "GPU-v", Up: true, Mode: gpu.SharingVGPU,
+				Scheduler: &gpu.VGPUScheduler{Policy: "best-effort", ARREnabled: true, AvgFactor: 5, Frequency: 100, TimeSlice: 10 * time.Millisecond}}},
+			wantCalls: []string{"SetVGPUScheduler(GPU-v,best-effort)"},
+			wantDec:   []string{" vgpu_scheduler best-effort, ARR (average factor 5, 100 Hz)->best-effort true"},
+		},
+		{
+			name:   "vgpu equal share, the time slice in force kept",
+			policy: StaticEqualName,
+			devs: []gpu.Device{{UUID: "GPU-v", Up: true, Mode: gpu.SharingVGPU,
+				Scheduler: &gpu.VGPUScheduler{Policy: "best-effort", TimeSlice: 5 * time.Millisecond}}},
+			wantCalls: []string{"SetVGPUScheduler(GPU-v,equal-share)"},
+			wantDec:   []string{" vgpu_scheduler best-effort, time slice 5ms->equal-share, time slice 5ms true"},
+		},
+		{
+			name:   "vgpu equal share already, with a time slice of its own",
+			policy: StaticEqualName,
+			devs: []gpu.Device{{UUID: "GPU-v", Up: true, Mode: gpu.SharingVGPU,
+				Scheduler: &gpu.VGPUScheduler{Policy: "equal-share", TimeSlice: 5 * time.Millisecond, AvgFactor: 3}}},
 		},
 		{
 			name:      "time slice back to default, not supported",
@@ -418,5 +442,80 @@ func TestStaticEqualCapsPastABrokenClient(t *testing.T) {
 		if !slices.ContainsFunc(ctl.Calls, func(c string) bool { return strings.HasPrefix(c, "SetMPSActiveThreads(GPU-a,"+pid+",") }) {
 			t.Errorf("PID %s never capped in 2 minutes behind etl's failing restart: calls %q", pid, ctl.Calls)
 		}
+	}
+}
+
+// schedHost records every vGPU scheduler setting whole.
+type schedHost struct{ calls []string }
+
+func (h *schedHost) SetVGPUScheduler(_ context.Context, uuid string, s gpu.VGPUSchedulerSetting) error {
+	h.calls = append(h.calls, fmt.Sprintf("%s %+v", uuid, s))
+	return nil
+}
+
+// The exit sets the vGPU scheduler a baseline changed back whole: an
+// operator's best-effort with adaptive round robin (average factor 5,
+// 100 Hz), which the best-effort baseline turns off, gets its ARR back;
+// an operator's time slice is kept by the static-equal baseline's change
+// and set back with the policy. Before, the original was the policy
+// alone: best-effort to best-effort, the exit found it "already at its
+// original value" and left ARR off.
+func TestBaselineSchedulerSetBackWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy Baseline
+		before gpu.VGPUScheduler // the operator's
+		after  gpu.VGPUScheduler // the baseline's
+		set    gpu.VGPUSchedulerSetting
+		exit   gpu.VGPUSchedulerSetting
+	}{
+		{"best-effort turns ARR off", Baseline{name: UncappedName},
+			gpu.VGPUScheduler{Policy: gpu.VGPUPolicyBestEffort, ARREnabled: true, AvgFactor: 5, Frequency: 100, TimeSlice: 10 * time.Millisecond},
+			gpu.VGPUScheduler{Policy: gpu.VGPUPolicyBestEffort, TimeSlice: 2 * time.Millisecond},
+			gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicyBestEffort},
+			gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicyBestEffort, ARREnabled: true, AvgFactor: 5, Frequency: 100}},
+		{"static-equal keeps a time slice", Baseline{name: StaticEqualName, equal: true},
+			gpu.VGPUScheduler{Policy: gpu.VGPUPolicyFixedShare, TimeSlice: 5 * time.Millisecond},
+			gpu.VGPUScheduler{Policy: gpu.VGPUPolicyEqualShare, TimeSlice: 5 * time.Millisecond},
+			gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicyEqualShare, TimeSlice: 5 * time.Millisecond},
+			gpu.VGPUSchedulerSetting{Policy: gpu.VGPUPolicyFixedShare, TimeSlice: 5 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, err := tuner.OpenJournal(filepath.Join(t.TempDir(), "journal"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			host := &schedHost{}
+			clk := gpu.NewManualClock(t0)
+			tu, err := tuner.New(tuner.Options{Policy: tc.policy, Actuators: tuner.ActuatorsOf(host), Journal: j, Clock: clk, Mode: tuner.ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reads := func(s gpu.VGPUScheduler) *tenant.Snapshot {
+				return snapshot(clk.Now(), []gpu.Device{{UUID: "GPU-v", Up: true, Mode: gpu.SharingVGPU, Scheduler: &s}}, nil)
+			}
+			ctx := context.Background()
+			if _, err := tu.RunOnce(ctx, reads(tc.before)); err != nil {
+				t.Fatal(err)
+			}
+			if want := []string{fmt.Sprintf("GPU-v %+v", tc.set)}; !slices.Equal(host.calls, want) {
+				t.Errorf("calls %q, want %q", host.calls, want)
+			}
+			clk.Advance(time.Minute)
+			if _, err := tu.RunOnce(ctx, reads(tc.after)); err != nil {
+				t.Fatal(err)
+			}
+			host.calls = nil
+			if _, err := tu.Restore(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if want := []string{fmt.Sprintf("GPU-v %+v", tc.exit)}; !slices.Equal(host.calls, want) {
+				t.Errorf("calls at exit %q, want %q: the operator's scheduler not set back whole", host.calls, want)
+			}
+			if n := len(j.Originals()); n != 0 {
+				t.Errorf("%d originals open after the exit", n)
+			}
+		})
 	}
 }
