@@ -85,7 +85,12 @@ type Builder struct {
 	// whereRunning: BuilderOptions.SourcesWhereRunning
 	whereRunning bool
 
+	// cfg is stored with buildMu held (installLocked); Build reads it
+	// under buildMu, the other readers (Config) at any time.
 	cfg atomic.Pointer[compiledConfig]
+	// beforeInstall, when set (by tests), runs in installLocked before it
+	// takes buildMu: where a sample may take buildMu first.
+	beforeInstall func()
 
 	mu        sync.Mutex // guards cfgStatus and serializes installs
 	cfgStatus ConfigStatus
@@ -223,8 +228,16 @@ func (b *Builder) installLocked(cfg *Config) {
 	if b.latency != nil && !b.whereRunning {
 		b.latency.Set(latencySpecs(cfg), cfg.Defaults.ScrapeInterval)
 	}
-	b.cfg.Store(c)
+	if b.beforeInstall != nil {
+		b.beforeInstall()
+	}
+	// The configuration is stored under buildMu, with the attribution
+	// state reset for it: a sample that took buildMu between the two
+	// attributed by the new file with the state of the old one (a tenant
+	// the file removed served, carried forward, for one sample). Lock
+	// order: mu (held here), then buildMu; Build never holds both.
 	b.buildMu.Lock()
+	b.cfg.Store(c)
 	b.attr.reconfigured(c)
 	if b.latency != nil && b.whereRunning {
 		read, _ := b.hosted.update(c, nil, nil, nil)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -281,5 +282,55 @@ func TestReloadTrackerKeyFollowsEffectiveWindow(t *testing.T) {
 				t.Errorf("windows %s then %s: counters restart %v, want %v (keys %q, %q)", a.Window, b.Window, restart, tc.restart, a.Key, b.Key)
 			}
 		})
+	}
+}
+
+// TestSampleDuringInstall: a sample that takes the attribution lock while
+// a reload installs a file is attributed by one configuration with that
+// configuration's state. The reload stored the new file before it took
+// the lock: a sample between the two was attributed by the file that
+// removed tenant batch with the state of the old one, and served batch
+// (carried forward while the GPU's process list is refused) under a
+// configuration without it.
+func TestSampleDuringInstall(t *testing.T) {
+	// the sample's XID is logged once it has released the attribution
+	// lock, before it waits for the reload's
+	released := make(chan struct{}, 1)
+	logger := log.LoggerFunc(func(kv ...any) error {
+		if len(kv) > 3 && kv[3] == "XID event" {
+			released <- struct{}{}
+		}
+		return nil
+	})
+	b, file := fileBuilder(t, memTenants, BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0)), Logger: logger})
+	b.Build(mpsDevice(100, 0.6, wholeProc(1, "vllm", 0.4, 20*gib), wholeProc(2, "train", 0.2, 10*gib)), gpu.SamplerStats{})
+	b.Build(mpsDevice(101, 0.6, wholeProc(1, "vllm", 0.4, 20*gib), wholeProc(2, "train", 0.2, 10*gib)), gpu.SamplerStats{})
+	if err := os.WriteFile(file, []byte(strings.Replace(memTenants, "name: batch", "name: training", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(sec int64) *gpu.Readings {
+		r := mpsDevice(sec, 0.6)
+		r.Devices[0].ProcessesUnread = true
+		r.Devices[0].Events = []gpu.Event{{Kind: gpu.EventXID, Code: 79}}
+		return r
+	}
+	during := make(chan *Snapshot, 1)
+	b.beforeInstall = func() {
+		b.beforeInstall = nil
+		go func() { during <- b.Build(refused(102), gpu.SamplerStats{}) }()
+		<-released
+	}
+	if err := b.Reload(""); err != nil {
+		t.Fatal(err)
+	}
+	// attributed by the old file, batch is the old file's; by the new
+	// one (which lists training), it is no tenant's
+	s := <-during
+	if u, ok := usageIn(s, "")["batch"]; ok && slices.ContainsFunc(s.Tenants, func(i Info) bool { return i.Name == "training" }) {
+		t.Errorf("the sample taken during the install, attributed by the new file, serves batch, which that file removed: SM %v, context switches %v",
+			deref(u.SMActive), deref(u.ContextSwitchesTotal))
+	}
+	if u, ok := usageIn(b.Build(refused(103), gpu.SamplerStats{}), "")["batch"]; ok {
+		t.Errorf("tenant batch, removed by the reload, served after it: SM %v", deref(u.SMActive))
 	}
 }
