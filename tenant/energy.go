@@ -2,7 +2,6 @@ package tenant
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 	"time"
 
@@ -130,15 +129,6 @@ type meterState struct {
 	// twiceLogged are those of the latest sample, logged.
 	logger      log.Logger
 	twiceLogged map[string]bool
-}
-
-// owedEnergy is what samples of a GPU read without its energy counter are
-// owed of its next increase: seconds metered, and the seconds weighted by
-// each tenant's part of the energy, by the idle part and by its
-// unattributed part (the weights add up to the seconds).
-type owedEnergy struct {
-	sec, idle, unattributed float64
-	tenants                 map[string]float64
 }
 
 // figures is a set of a Meter's figures.
@@ -311,30 +301,31 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	if _, read := m.prevEnergy[d.UUID]; read && reading.e == nil && sec > 0 {
 		// read without its counter: owed its part of the next increase
 		if o == nil {
-			o = &owedEnergy{tenants: map[string]float64{}}
+			o = &owedEnergy{}
 			m.owed[d.UUID] = o
 		}
 		frac := max(0, 1-active) // of the sample's energy, what the activity leaves
 		o.sec += sec
+		p := o.at(prices)
 		switch {
 		case !known && !whole:
-			o.idle += sec * frac
+			p.idle += sec * frac
 			o.unattributed += sec * frac
 		case rule == IdleByReservation:
-			o.idle += sec * frac * (1 - held)
+			p.idle += sec * frac * (1 - held)
 		default:
-			o.idle += sec * frac
+			p.idle += sec * frac
 		}
 		for i, u := range usage {
 			w := used[i]
 			if rule == IdleByReservation && (known || whole) {
 				w += frac * reserved[i]
 			}
-			o.tenants[u.Tenant] += sec * w
+			p.tenants[u.Tenant] += sec * w
 		}
 	}
 	if owed > 0 {
-		m.payOwed(prices, d, g, o, owed)
+		m.payOwed(d, g, o, owed)
 	}
 	if reading.e != nil {
 		delete(m.owed, d.UUID)
@@ -390,33 +381,13 @@ func (m *meterState) forget(k meterKey) {
 	delete(m.tenants, k)
 	delete(m.seen, k)
 	if o := m.owed[k.uuid]; o != nil {
-		if w, ok := o.tenants[k.tenant]; ok {
-			o.idle += w
-			delete(o.tenants, k.tenant)
+		for _, p := range o.parts {
+			if w, ok := p.tenants[k.tenant]; ok {
+				p.idle += w
+				delete(p.tenants, k.tenant)
+			}
 		}
 	}
-}
-
-// payOwed splits owed joules of GPU d (meter g) among the samples that
-// metered it without its energy counter (o), by their weights, at the
-// prices in force now. The part of a tenant forgotten since is idle.
-func (m *meterState) payOwed(prices *Prices, d *gpu.Device, g *GPUMeter, o *owedEnergy, owed float64) {
-	perSec := owed / o.sec
-	idle := perSec * o.idle
-	g.EnergyJoules += owed
-	g.UnattributedEnergyJoules += perSec * o.unattributed
-	for _, name := range slices.Sorted(maps.Keys(o.tenants)) {
-		e := perSec * o.tenants[name]
-		t := m.tenants[meterKey{d.UUID, name}]
-		if t == nil {
-			idle += e
-			continue
-		}
-		t.EnergyJoules += e
-		t.Costs = addCost(t.Costs, prices, 0, e)
-	}
-	g.IdleEnergyJoules += idle
-	g.IdleCosts = addCost(g.IdleCosts, prices, 0, idle)
 }
 
 // maxDrawWatts bounds what a GPU draws, for telling a driver reload from
