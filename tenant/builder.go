@@ -14,6 +14,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -268,12 +269,24 @@ func (b *Builder) reload(path string, quiet bool) error {
 	defer b.reloadMu.Unlock()
 	var cfg *Config
 	var err error
+	unchanged := false
 	if path != "" {
-		cfg, err = LoadConfig(path)
-		if err == nil && !b.allowEmpty {
+		// The bytes of the file in use, under its name, are that file:
+		// installed again, it would only start the attribution's logging
+		// over (its conflicts logged and counted again at every reload).
+		var data []byte
+		data, err = fileread.Regular(path, MaxConfigBytes)
+		switch {
+		case err != nil:
+		case b.Config().sameFile(path, data):
+			unchanged = true
+		default:
+			cfg, err = ParseConfig(path, data)
+		}
+		if err == nil && cfg != nil && !b.allowEmpty {
 			err = NotEmpty(cfg)
 		}
-		if err == nil && b.check != nil {
+		if err == nil && cfg != nil && b.check != nil {
 			err = b.check(cfg)
 		}
 	}
@@ -290,14 +303,19 @@ func (b *Builder) reload(path string, quiet bool) error {
 		b.cfgStatus.LastReloadSuccessful = false
 		return err
 	}
-	b.installLocked(cfg)
+	if !unchanged {
+		b.installLocked(cfg)
+	}
 	b.cfgStatus.File = path
 	b.cfgStatus.LastReloadSuccessful = true
 	b.cfgStatus.LastReloadSuccessTime = b.clock.Now()
-	if quiet {
-		return nil
+	switch {
+	case quiet:
+	case unchanged:
+		level.Info(b.logger).Log("msg", "tenants file unchanged; the configuration in use is kept as it is", "file", path)
+	default:
+		level.Info(b.logger).Log("msg", "tenants file reloaded", "file", path, "tenants", len(cfg.Tenants), "prices", b.cfg.Load().prices)
 	}
-	level.Info(b.logger).Log("msg", "tenants file reloaded", "file", path, "tenants", len(cfg.Tenants), "prices", b.cfg.Load().prices)
 	return nil
 }
 
