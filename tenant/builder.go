@@ -14,6 +14,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
 	"github.com/vgpu-exporter/vgpu_exporter/kube"
 )
 
@@ -85,7 +86,12 @@ type Builder struct {
 	// whereRunning: BuilderOptions.SourcesWhereRunning
 	whereRunning bool
 
+	// cfg is stored with buildMu held (installLocked); Build reads it
+	// under buildMu, the other readers (Config) at any time.
 	cfg atomic.Pointer[compiledConfig]
+	// beforeInstall, when set (by tests), runs in installLocked before it
+	// takes buildMu: where a sample may take buildMu first.
+	beforeInstall func()
 
 	mu        sync.Mutex // guards cfgStatus and serializes installs
 	cfgStatus ConfigStatus
@@ -202,6 +208,7 @@ func NewBuilder(cfg *Config, opts BuilderOptions) (*Builder, error) {
 
 		podInfoOpts: opts.PodInfo,
 	}
+	b.meters.logger = opts.Logger
 	b.cfgStatus = ConfigStatus{File: cfg.File, LastReloadSuccessful: true, LastReloadSuccessTime: b.clock.Now()}
 	b.mu.Lock()
 	b.installLocked(cfg)
@@ -223,8 +230,16 @@ func (b *Builder) installLocked(cfg *Config) {
 	if b.latency != nil && !b.whereRunning {
 		b.latency.Set(latencySpecs(cfg), cfg.Defaults.ScrapeInterval)
 	}
-	b.cfg.Store(c)
+	if b.beforeInstall != nil {
+		b.beforeInstall()
+	}
+	// The configuration is stored under buildMu, with the attribution
+	// state reset for it: a sample that took buildMu between the two
+	// attributed by the new file with the state of the old one (a tenant
+	// the file removed served, carried forward, for one sample). Lock
+	// order: mu (held here), then buildMu; Build never holds both.
 	b.buildMu.Lock()
+	b.cfg.Store(c)
 	b.attr.reconfigured(c)
 	if b.latency != nil && b.whereRunning {
 		read, _ := b.hosted.update(c, nil, nil, nil)
@@ -254,12 +269,24 @@ func (b *Builder) reload(path string, quiet bool) error {
 	defer b.reloadMu.Unlock()
 	var cfg *Config
 	var err error
+	unchanged := false
 	if path != "" {
-		cfg, err = LoadConfig(path)
-		if err == nil && !b.allowEmpty {
+		// The bytes of the file in use, under its name, are that file:
+		// installed again, it would only start the attribution's logging
+		// over (its conflicts logged and counted again at every reload).
+		var data []byte
+		data, err = fileread.Regular(path, MaxConfigBytes)
+		switch {
+		case err != nil:
+		case b.Config().sameFile(path, data):
+			unchanged = true
+		default:
+			cfg, err = ParseConfig(path, data)
+		}
+		if err == nil && cfg != nil && !b.allowEmpty {
 			err = NotEmpty(cfg)
 		}
-		if err == nil && b.check != nil {
+		if err == nil && cfg != nil && b.check != nil {
 			err = b.check(cfg)
 		}
 	}
@@ -276,14 +303,19 @@ func (b *Builder) reload(path string, quiet bool) error {
 		b.cfgStatus.LastReloadSuccessful = false
 		return err
 	}
-	b.installLocked(cfg)
+	if !unchanged {
+		b.installLocked(cfg)
+	}
 	b.cfgStatus.File = path
 	b.cfgStatus.LastReloadSuccessful = true
 	b.cfgStatus.LastReloadSuccessTime = b.clock.Now()
-	if quiet {
-		return nil
+	switch {
+	case quiet:
+	case unchanged:
+		level.Info(b.logger).Log("msg", "tenants file unchanged; the configuration in use is kept as it is", "file", path)
+	default:
+		level.Info(b.logger).Log("msg", "tenants file reloaded", "file", path, "tenants", len(cfg.Tenants), "prices", b.cfg.Load().prices)
 	}
-	level.Info(b.logger).Log("msg", "tenants file reloaded", "file", path, "tenants", len(cfg.Tenants), "prices", b.cfg.Load().prices)
 	return nil
 }
 

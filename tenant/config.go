@@ -9,6 +9,7 @@
 package tenant
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -59,6 +60,17 @@ type Config struct {
 	// Metering is the prices of the cost series; nil: the --metering.*
 	// flags' (BuilderOptions.Prices), if any.
 	Metering *Prices `yaml:"metering"`
+
+	// sum is the SHA-256 of the bytes ParseConfig read (zero for a
+	// configuration not parsed): a reload of those same bytes changes
+	// nothing (sameFile).
+	sum [sha256.Size]byte
+}
+
+// sameFile says whether c is what ParseConfig(name, data) returns: c was
+// parsed from those bytes under that name.
+func (c *Config) sameFile(name string, data []byte) bool {
+	return c.sum != [sha256.Size]byte{} && c.File == name && c.sum == sha256.Sum256(data)
 }
 
 // Defaults are the file-wide settings.
@@ -297,6 +309,7 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
+	cfg.sum = sha256.Sum256(data)
 	return cfg, nil
 }
 

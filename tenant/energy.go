@@ -2,10 +2,11 @@ package tenant
 
 import (
 	"cmp"
-	"maps"
 	"slices"
-	"strconv"
 	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/energyguard"
@@ -123,15 +124,11 @@ type meterState struct {
 	// its energy counter since the counter's last reading: their share of
 	// the counter's next increase is split by their weights.
 	owed map[string]*owedEnergy
-}
 
-// owedEnergy is what samples of a GPU read without its energy counter are
-// owed of its next increase: seconds metered, and the seconds weighted by
-// each tenant's part of the energy, by the idle part and by its
-// unattributed part (the weights add up to the seconds).
-type owedEnergy struct {
-	sec, idle, unattributed float64
-	tenants                 map[string]float64
+	// logger receives the GPUs repeating another's UUID (nil: none);
+	// twiceLogged are those of the latest sample, logged.
+	logger      log.Logger
+	twiceLogged map[string]bool
 }
 
 // figures is a set of a Meter's figures.
@@ -184,11 +181,16 @@ func (m *meterState) meter(rule IdleEnergy, prices *Prices, r *gpu.Readings, usa
 		for i := range usage {
 			byGPU[usage[i].UUID] = append(byGPU[usage[i].UUID], &usage[i])
 		}
-		for i := range r.Devices {
-			d := &r.Devices[i]
-			if d.Up {
-				m.device(rule, prices, d, r.Time, r.Interval.Seconds(), byGPU[d.UUID])
+		devices, twice := m.devicesOnce(r)
+		for _, d := range devices {
+			if !d.Up {
+				continue
 			}
+			on := byGPU[d.UUID]
+			if twice[d.UUID] {
+				on = onIndex(on, d.Index) // not the usages of the device repeating its UUID
+			}
+			m.device(rule, prices, d, r.Time, r.Interval.Seconds(), on)
 		}
 	}
 	tenants := make([]Meter, 0, len(m.tenants))
@@ -208,6 +210,47 @@ func (m *meterState) meter(rule IdleEnergy, prices *Prices, r *gpu.Readings, usa
 	}
 	slices.SortFunc(gpus, func(a, b GPUMeter) int { return cmp.Or(cmp.Compare(a.GPU, b.GPU), cmp.Compare(a.UUID, b.UUID)) })
 	return tenants, gpus
+}
+
+// devicesOnce are the devices of r to meter: the first of each UUID. The
+// meters are a GPU's by its UUID; a later device that repeats an earlier
+// one's (a backend's fault) is not metered, and is logged once while it
+// lasts: metered as one GPU, two devices put each one's tenants' time on
+// both and one's energy nowhere. The GPU's series skip it too (the
+// collector's "reported twice"). twice are the UUIDs repeated.
+func (m *meterState) devicesOnce(r *gpu.Readings) (out []*gpu.Device, twice map[string]bool) {
+	out = make([]*gpu.Device, 0, len(r.Devices))
+	first := make(map[string]int, len(r.Devices)) // UUID: index of its first device
+	for i := range r.Devices {
+		d := &r.Devices[i]
+		at, seen := first[d.UUID]
+		if !seen {
+			first[d.UUID] = d.Index
+			out = append(out, d)
+			continue
+		}
+		if twice == nil {
+			twice = map[string]bool{}
+		}
+		if !twice[d.UUID] && !m.twiceLogged[d.UUID] && m.logger != nil {
+			level.Error(m.logger).Log("msg", "GPU UUID reported by more than one device (a backend's fault); only the first is metered (logged once while it lasts)",
+				"uuid", d.UUID, "gpu", at, "not_metered_gpu", d.Index)
+		}
+		twice[d.UUID] = true
+	}
+	m.twiceLogged = twice
+	return out, twice
+}
+
+// onIndex are the usages of usage on the device of index i.
+func onIndex(usage []*Usage, i int) []*Usage {
+	out := make([]*Usage, 0, len(usage))
+	for _, u := range usage {
+		if u.GPU == i {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // device meters one GPU read at at over an interval of sec seconds, its
@@ -258,30 +301,31 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	if _, read := m.prevEnergy[d.UUID]; read && reading.e == nil && sec > 0 {
 		// read without its counter: owed its part of the next increase
 		if o == nil {
-			o = &owedEnergy{tenants: map[string]float64{}}
+			o = &owedEnergy{}
 			m.owed[d.UUID] = o
 		}
 		frac := max(0, 1-active) // of the sample's energy, what the activity leaves
 		o.sec += sec
+		p := o.at(prices)
 		switch {
 		case !known && !whole:
-			o.idle += sec * frac
+			p.idle += sec * frac
 			o.unattributed += sec * frac
 		case rule == IdleByReservation:
-			o.idle += sec * frac * (1 - held)
+			p.idle += sec * frac * (1 - held)
 		default:
-			o.idle += sec * frac
+			p.idle += sec * frac
 		}
 		for i, u := range usage {
 			w := used[i]
 			if rule == IdleByReservation && (known || whole) {
 				w += frac * reserved[i]
 			}
-			o.tenants[u.Tenant] += sec * w
+			p.tenants[u.Tenant] += sec * w
 		}
 	}
 	if owed > 0 {
-		m.payOwed(prices, d, g, o, owed)
+		m.payOwed(d, g, o, owed)
 	}
 	if reading.e != nil {
 		delete(m.owed, d.UUID)
@@ -337,33 +381,13 @@ func (m *meterState) forget(k meterKey) {
 	delete(m.tenants, k)
 	delete(m.seen, k)
 	if o := m.owed[k.uuid]; o != nil {
-		if w, ok := o.tenants[k.tenant]; ok {
-			o.idle += w
-			delete(o.tenants, k.tenant)
+		for _, p := range o.parts {
+			if w, ok := p.tenants[k.tenant]; ok {
+				p.idle += w
+				delete(p.tenants, k.tenant)
+			}
 		}
 	}
-}
-
-// payOwed splits owed joules of GPU d (meter g) among the samples that
-// metered it without its energy counter (o), by their weights, at the
-// prices in force now. The part of a tenant forgotten since is idle.
-func (m *meterState) payOwed(prices *Prices, d *gpu.Device, g *GPUMeter, o *owedEnergy, owed float64) {
-	perSec := owed / o.sec
-	idle := perSec * o.idle
-	g.EnergyJoules += owed
-	g.UnattributedEnergyJoules += perSec * o.unattributed
-	for _, name := range slices.Sorted(maps.Keys(o.tenants)) {
-		e := perSec * o.tenants[name]
-		t := m.tenants[meterKey{d.UUID, name}]
-		if t == nil {
-			idle += e
-			continue
-		}
-		t.EnergyJoules += e
-		t.Costs = addCost(t.Costs, prices, 0, e)
-	}
-	g.IdleEnergyJoules += idle
-	g.IdleCosts = addCost(g.IdleCosts, prices, 0, idle)
 }
 
 // maxDrawWatts bounds what a GPU draws, for telling a driver reload from
@@ -501,159 +525,4 @@ func (m *meterState) energyDelta(uuid string, c energyReading, at time.Time, sec
 		unsampled = whole - metered
 	}
 	return metered, 0, unsampled
-}
-
-// activityShares are the usages' shares (0-1, adding up to at most 1) of
-// the GPU's activity: their SM active share of the GPU (of a MIG instance,
-// scaled by its part of the GPU's SMs); where no SM activity is known,
-// their kernel-busy time, scaled down to add up to at most 1.
-func activityShares(d *gpu.Device, usage []*Usage) []float64 {
-	out := make([]float64, len(usage))
-	var sum float64
-	for i, u := range usage {
-		switch {
-		case u.SMActive != nil:
-			f, _ := instanceFraction(d, u.GPUInstance)
-			out[i] = *u.SMActive * f
-		case u.KernelBusy != nil:
-			out[i] = *u.KernelBusy
-		}
-		out[i] = max(0, out[i])
-		sum += out[i]
-	}
-	if sum > 1 {
-		for i := range out {
-			out[i] /= sum
-		}
-	}
-	return out
-}
-
-// activityKnown says whether the usages' activity on d is known, and so
-// what it leaves of the GPU: every usage in a MIG instance has its
-// instance's SM activity (processes outside any instance hold no SMs); on
-// a whole GPU, its SM activity or some usage's kernel-busy time (NVML's
-// per-process samples, which name only the processes that ran) is known,
-// or the per-process utilization was read without a sample (no process
-// ran: every usage at 0). A GPU or instance without usage is known idle
-// where its process lists were read (on an MPS GPU the MPS clients' too:
-// gpu.Device.ListsRead); where not only its own SM activity says so.
-func activityKnown(d *gpu.Device, usage []*Usage) bool {
-	if d.MIGEnabled {
-		for _, u := range usage {
-			if u.GPUInstance != "" && (u.SMActive == nil || !fractionKnown(d, u)) {
-				return false
-			}
-		}
-		return !d.ProcessesUnread || !slices.ContainsFunc(d.MIG, func(m gpu.MIGInstance) bool { return m.Activity.SMActive == nil })
-	}
-	for _, u := range usage {
-		if u.SMActive != nil || u.KernelBusy != nil {
-			return true
-		}
-	}
-	return len(usage) == 0 && (d.ListsRead() || d.Activity.SMActive != nil) || d.NoProcessSamples
-}
-
-// figureKnown says whether u has an activity figure of its own (its share
-// of the GPU's activity is then known where the others' is not).
-func figureKnown(d *gpu.Device, u *Usage) bool {
-	if d.MIGEnabled {
-		return u.GPUInstance == "" || u.SMActive != nil && fractionKnown(d, u)
-	}
-	return u.SMActive != nil || u.KernelBusy != nil
-}
-
-// reservations are what each usage holds of the GPU, adding up to at
-// most 1 (docs/metering.md):
-//   - on a MIG GPU its instance's part of the SMs, split equally among the
-//     tenants in the instance;
-//   - on a whole GPU, each usage with a Reservation (MPS active-thread
-//     caps, vGPU profiles) that part, all of them scaled down to add up to
-//     1 where they add up to more; the usages without one split what the
-//     others leave equally (all of the GPU where none has one: time
-//     slicing, exclusive use). What no usage holds stays unheld.
-func reservations(d *gpu.Device, usage []*Usage) []float64 {
-	out := make([]float64, len(usage))
-	if len(usage) == 0 {
-		return out
-	}
-	if d.MIGEnabled {
-		migReservations(d, usage, out)
-		return out
-	}
-	var capped float64
-	uncapped := 0
-	for _, u := range usage {
-		if u.Reservation != nil {
-			capped += max(0, *u.Reservation)
-		} else {
-			uncapped++
-		}
-	}
-	scale, rest := 1.0, max(0, 1-capped)
-	if capped > 1 {
-		scale = 1 / capped
-	}
-	for i, u := range usage {
-		if u.Reservation != nil {
-			out[i] = max(0, *u.Reservation) * scale
-		} else {
-			out[i] = rest / float64(uncapped)
-		}
-	}
-	return out
-}
-
-// migReservations fills out with each usage's part of its MIG instance's
-// SMs, the instance split equally among its tenants.
-func migReservations(d *gpu.Device, usage []*Usage, out []float64) {
-	perInstance := map[string]int{}
-	for _, u := range usage {
-		perInstance[u.GPUInstance]++
-	}
-	var sum float64
-	for i, u := range usage {
-		if u.GPUInstance == "" {
-			continue // memory of processes outside any instance: holds no SMs
-		}
-		f, _ := instanceFraction(d, u.GPUInstance) // 0 where not known
-		out[i] = f / float64(perInstance[u.GPUInstance])
-		sum += out[i]
-	}
-	if sum > 1 {
-		for i := range out {
-			out[i] /= sum
-		}
-	}
-}
-
-// instanceFraction is the part of the GPU's SMs a MIG instance ("" for the
-// whole GPU) has: 1 for the whole GPU. Where the GPU's SM count is not
-// known (NVML knows it for a few models only), the SMs of its full-GPU
-// profile stand for it: never the SMs of the instances that exist, which
-// made a lone 1g instance all of the GPU. It is not known (0, false) for
-// an instance the readings do not have, or whose SMs, or the GPU's, are
-// not known.
-func instanceFraction(d *gpu.Device, gi string) (float64, bool) {
-	if gi == "" {
-		return 1, true
-	}
-	id, err := strconv.Atoi(gi)
-	if err != nil {
-		return 0, false
-	}
-	inst := d.MIGByGI(id)
-	total := cmp.Or(max(0, d.SMCount), max(0, d.MIGSMCount))
-	if inst == nil || inst.SMCount <= 0 || total == 0 {
-		return 0, false
-	}
-	return min(1, float64(inst.SMCount)/float64(total)), true
-}
-
-// fractionKnown says whether u's part of the GPU's SMs is known: its MIG
-// instance's (instanceFraction), or all of a whole GPU.
-func fractionKnown(d *gpu.Device, u *Usage) bool {
-	_, ok := instanceFraction(d, u.GPUInstance)
-	return ok
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -281,5 +282,124 @@ func TestReloadTrackerKeyFollowsEffectiveWindow(t *testing.T) {
 				t.Errorf("windows %s then %s: counters restart %v, want %v (keys %q, %q)", a.Window, b.Window, restart, tc.restart, a.Key, b.Key)
 			}
 		})
+	}
+}
+
+// TestSampleDuringInstall: a sample that takes the attribution lock while
+// a reload installs a file is attributed by one configuration with that
+// configuration's state. The reload stored the new file before it took
+// the lock: a sample between the two was attributed by the file that
+// removed tenant batch with the state of the old one, and served batch
+// (carried forward while the GPU's process list is refused) under a
+// configuration without it.
+func TestSampleDuringInstall(t *testing.T) {
+	// the sample's XID is logged once it has released the attribution
+	// lock, before it waits for the reload's
+	released := make(chan struct{}, 1)
+	logger := log.LoggerFunc(func(kv ...any) error {
+		if len(kv) > 3 && kv[3] == "XID event" {
+			released <- struct{}{}
+		}
+		return nil
+	})
+	b, file := fileBuilder(t, memTenants, BuilderOptions{Clock: gpu.NewManualClock(time.Unix(0, 0)), Logger: logger})
+	b.Build(mpsDevice(100, 0.6, wholeProc(1, "vllm", 0.4, 20*gib), wholeProc(2, "train", 0.2, 10*gib)), gpu.SamplerStats{})
+	b.Build(mpsDevice(101, 0.6, wholeProc(1, "vllm", 0.4, 20*gib), wholeProc(2, "train", 0.2, 10*gib)), gpu.SamplerStats{})
+	if err := os.WriteFile(file, []byte(strings.Replace(memTenants, "name: batch", "name: training", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(sec int64) *gpu.Readings {
+		r := mpsDevice(sec, 0.6)
+		r.Devices[0].ProcessesUnread = true
+		r.Devices[0].Events = []gpu.Event{{Kind: gpu.EventXID, Code: 79}}
+		return r
+	}
+	during := make(chan *Snapshot, 1)
+	b.beforeInstall = func() {
+		b.beforeInstall = nil
+		go func() { during <- b.Build(refused(102), gpu.SamplerStats{}) }()
+		<-released
+	}
+	if err := b.Reload(""); err != nil {
+		t.Fatal(err)
+	}
+	// attributed by the old file, batch is the old file's; by the new
+	// one (which lists training), it is no tenant's
+	s := <-during
+	if u, ok := usageIn(s, "")["batch"]; ok && slices.ContainsFunc(s.Tenants, func(i Info) bool { return i.Name == "training" }) {
+		t.Errorf("the sample taken during the install, attributed by the new file, serves batch, which that file removed: SM %v, context switches %v",
+			deref(u.SMActive), deref(u.ContextSwitchesTotal))
+	}
+	if u, ok := usageIn(b.Build(refused(103), gpu.SamplerStats{}), "")["batch"]; ok {
+		t.Errorf("tenant batch, removed by the reload, served after it: SM %v", deref(u.SMActive))
+	}
+}
+
+// TestReloadUnchangedFileKeepsState: a reload of the file in use,
+// unchanged (a POST /-/reload anyone reaching the port may send), installs
+// nothing: it logged every standing conflict and share.min over-commitment
+// again and counted the conflicts again (vgpu_attribution_conflicts_total),
+// each reload. It succeeds and is counted; a file changed, if only by a
+// comment, is installed, its conflicts logged afresh.
+func TestReloadUnchangedFileKeepsState(t *testing.T) {
+	const cfg = `tenants:
+  - name: chat
+    selectors: [{executable: python3}]
+  - name: train
+    selectors: [{uid: 1002}]
+  - name: other
+    selectors: [{executable: vllm}]
+    share: {min: 0.6}
+  - name: tools
+    selectors: [{uid: 0}]
+    share: {min: 0.5}
+`
+	logs := &testutil.SyncBuffer{}
+	b, file := fileBuilder(t, cfg, BuilderOptions{Logger: log.NewLogfmtLogger(logs)})
+	at := time.Unix(100, 0)
+	sample := func() *Snapshot {
+		r := sharedReadings(gpu.SharingTimeSlice, 0)
+		at = at.Add(time.Second)
+		r.Time = at
+		return b.Build(r, gpu.SamplerStats{})
+	}
+	counts := func() (conflicts, shares int) {
+		return strings.Count(logs.String(), "matches more than one tenant"), strings.Count(logs.String(), "share.min guarantees")
+	}
+	sample()
+	if c, s := counts(); c != 1 || s != 1 {
+		t.Fatalf("the file's first sample logged %d conflicts and %d over-commitments, want 1 and 1:\n%s", c, s, logs)
+	}
+	var s *Snapshot
+	for i := range 10 {
+		reload := b.ReloadQuietly
+		if i == 9 {
+			reload = b.Reload
+		}
+		if err := reload(""); err != nil {
+			t.Fatal(err)
+		}
+		s = sample()
+	}
+	if c, sh := counts(); c != 1 || sh != 1 || s.Attribution.ConflictsTotal != 1 {
+		t.Errorf("10 reloads of the file unchanged: %d conflicts and %d over-commitments logged, %d conflicts counted; want 1, 1 and 1",
+			c, sh, s.Attribution.ConflictsTotal)
+	}
+	if c := s.Config; c.ReloadsTotal != 10 || c.ReloadFailuresTotal != 0 || !c.LastReloadSuccessful {
+		t.Errorf("reload status %+v: want 10 reloads, all successful", c)
+	}
+	if !strings.Contains(logs.String(), `msg="tenants file unchanged; the configuration in use is kept as it is"`) || strings.Contains(logs.String(), "tenants file reloaded") {
+		t.Errorf("the logged reload of the file unchanged is not logged as such:\n%s", logs)
+	}
+	if err := os.WriteFile(file, []byte(cfg+"# edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reload(""); err != nil {
+		t.Fatal(err)
+	}
+	s = sample()
+	if c, sh := counts(); c != 2 || sh != 2 || s.Attribution.ConflictsTotal != 2 || !strings.Contains(logs.String(), "tenants file reloaded") {
+		t.Errorf("a reload of the file changed: %d conflicts and %d over-commitments logged, %d counted; want each logged and counted again:\n%s",
+			c, sh, s.Attribution.ConflictsTotal, logs)
 	}
 }

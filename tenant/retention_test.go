@@ -110,8 +110,8 @@ func TestDepartedTenantsBounded(t *testing.T) {
 			if len(b.meters.tenants) != tc.wantMeters || len(b.attr.csAcc) != tc.wantCS {
 				t.Errorf("state: %d meters and %d context-switch counts, want %d and %d", len(b.meters.tenants), len(b.attr.csAcc), tc.wantMeters, tc.wantCS)
 			}
-			if o := b.meters.owed["GPU-0"]; o != nil && len(o.tenants) > tc.wantMeters {
-				t.Errorf("state: %d tenants owed energy, want at most the %d metered", len(o.tenants), tc.wantMeters)
+			if o := b.meters.owed["GPU-0"]; o != nil && (len(o.parts) != 1 || len(o.parts[0].tenants) > tc.wantMeters) {
+				t.Errorf("state: %d sets of prices owed, %d tenants owed energy in the first; want 1, at most the %d metered", len(o.parts), len(o.parts[0].tenants), tc.wantMeters)
 			}
 			if tc.unread {
 				// the counter read again: the jobs forgotten had no energy

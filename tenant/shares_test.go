@@ -2,6 +2,7 @@ package tenant
 
 import (
 	"bytes"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -194,12 +195,25 @@ func TestShareOvercommitLoggedOnce(t *testing.T) {
 		}
 	}
 	// a reload may change the minimums: over-commitments are logged anew
-	if err := b.Reload(file); err != nil {
-		t.Fatal(err)
-	}
-	before := buf.Len()
-	b.Build(&gpu.Readings{Devices: []gpu.Device{sharedDev(0, "GPU-0", "a", "b")}}, gpu.SamplerStats{})
-	if n := strings.Count(buf.String()[before:], msg); n != 1 {
-		t.Errorf("after reload: %d log lines, want 1:\n%s", n, buf.String()[before:])
+	// (a reload of the file unchanged changes nothing, and logs none)
+	for _, edit := range []struct {
+		name string
+		file string
+		logs int
+	}{
+		{"unchanged", shareTenants, 0},
+		{"b's minimum changed", strings.Replace(shareTenants, "{min: 0.6, max: 0.9}", "{min: 0.7, max: 0.9}", 1), 1},
+	} {
+		if err := os.WriteFile(file, []byte(edit.file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Reload(file); err != nil {
+			t.Fatal(err)
+		}
+		before := buf.Len()
+		b.Build(&gpu.Readings{Devices: []gpu.Device{sharedDev(0, "GPU-0", "a", "b")}}, gpu.SamplerStats{})
+		if n := strings.Count(buf.String()[before:], msg); n != edit.logs {
+			t.Errorf("after a reload of the file %s: %d log lines, want %d:\n%s", edit.name, n, edit.logs, buf.String()[before:])
+		}
 	}
 }

@@ -205,16 +205,11 @@ func (e *Errors) value(v *yaml.Node, name string, out reflect.Value) bool {
 		}
 		out.SetString(v.Value)
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
-		x, err := strconv.ParseInt(v.Value, 0, intBits)
-		if scalar && errors.Is(err, strconv.ErrRange) {
-			e.Addf(v.Line, "%s: %s is out of range, where an integer from %s is wanted", name, v.Value, intRange(fmt.Sprintf("int%d", intBits)))
-			return false
+		x, ok := e.integer(v, name)
+		if ok {
+			out.SetInt(x)
 		}
-		if !scalar || err != nil {
-			e.Addf(v.Line, "%s must be an integer, got %q", name, v.Value)
-			return false
-		}
-		out.SetInt(x)
+		return ok
 	case t.Kind() == reflect.Float64:
 		x, err := strconv.ParseFloat(v.Value, 64)
 		if !scalar || err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
@@ -250,6 +245,48 @@ func (e *Errors) value(v *yaml.Node, name string, out reflect.Value) bool {
 		panic(fmt.Sprintf("yamlconf: field %s of type %s cannot be decoded", name, t))
 	}
 	return true
+}
+
+// quotedStyles are the styles of a scalar YAML reads as a string whatever
+// its text.
+const quotedStyles = yaml.SingleQuotedStyle | yaml.DoubleQuotedStyle | yaml.LiteralStyle | yaml.FoldedStyle
+
+// integer reads v, named name in problems, as a decimal integer of
+// intBits bits (an optional sign, then digits). Refused, each at v's
+// line: a quoted value (a string to YAML, "01750"), or one tagged other
+// than !!int; digits with a leading 0, which YAML readers disagree on
+// (010 is octal 8 to a YAML 1.1 reader, 10 to a YAML 1.2 one): a user ID
+// written 01750 would otherwise select the processes of user 1000; and
+// another base or digits grouped by _ (0x10, 0o17, 0b1, 1_000), which the
+// tenants file does not take.
+func (e *Errors) integer(v *yaml.Node, name string) (int64, bool) {
+	if v.Kind != yaml.ScalarNode {
+		e.Addf(v.Line, "%s must be an integer, got %q", name, v.Value)
+		return 0, false
+	}
+	if v.Style&quotedStyles != 0 || v.Style&yaml.TaggedStyle != 0 && v.ShortTag() != "!!int" {
+		e.Addf(v.Line, "%s must be an integer, got the string %q: write the number without quotes", name, v.Value)
+		return 0, false
+	}
+	digits := strings.TrimLeft(v.Value, "+-")
+	if len(v.Value)-len(digits) <= 1 && len(digits) > 1 && digits[0] == '0' && strings.Trim(digits, "0123456789") == "" {
+		e.Addf(v.Line, "%s: %s has a leading 0, which is ambiguous (octal to some YAML readers: 010 is 8 to them, 10 to others); write the number without it", name, v.Value)
+		return 0, false
+	}
+	x, err := strconv.ParseInt(v.Value, 10, intBits)
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		e.Addf(v.Line, "%s: %s is out of range, where an integer from %s is wanted", name, v.Value, intRange(fmt.Sprintf("int%d", intBits)))
+		return 0, false
+	case err == nil:
+		return x, true
+	}
+	if _, other := strconv.ParseInt(v.Value, 0, 64); other == nil || errors.Is(other, strconv.ErrRange) {
+		e.Addf(v.Line, "%s must be a decimal integer, got %q (0x, 0o, 0b and _ are not read)", name, v.Value)
+		return 0, false
+	}
+	e.Addf(v.Line, "%s must be an integer, got %q", name, v.Value)
+	return 0, false
 }
 
 // parseScalar reads a scalar v with parse; a value that is no scalar gets

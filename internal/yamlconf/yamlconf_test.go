@@ -143,7 +143,7 @@ func TestFields(t *testing.T) {
 		name, in string
 		want     []string // one problem a line, in order
 	}{
-		{"all good", "x: 0x10\nname: n\nf: 1.5\non: true\nd: 1d\nsize: 4M\ntags: {a: b}\nlist: [1, 2]\nptr: 3\nsub: {a: z}\n", nil},
+		{"all good", "x: 16\nname: n\nf: 1.5\non: true\nd: 1d\nsize: 4M\ntags: {a: b}\nlist: [1, 2]\nptr: 3\nsub: {a: z}\n", nil},
 		{"unknown and repeated keys", "x: 1\nx: 2\ny: 3\nSkip: 1\n<<: {x: 1}\n", []string{
 			`t:2: key "x" given twice in a point`,
 			`t:3: unknown key "y" in a point (known: d, f, list, name, on, ptr, size, sub, tags, x)`,
@@ -190,7 +190,7 @@ func TestFields(t *testing.T) {
 		})
 	}
 	var n yaml.Node
-	_ = yaml.Unmarshal([]byte("x: 0x10\nname: n\nf: 1.5\non: true\nd: 1d\nsize: 4M\ntags: {a: b}\nlist: [1, 2]\nptr: 3\nsub: {a: z}\n"), &n)
+	_ = yaml.Unmarshal([]byte("x: 16\nname: n\nf: 1.5\non: true\nd: 1d\nsize: 4M\ntags: {a: b}\nlist: [1, 2]\nptr: 3\nsub: {a: z}\n"), &n)
 	var p point
 	var errs Errors
 	got := errs.Fields(n.Content[0], "a point", "", &p)
@@ -202,6 +202,62 @@ func TestFields(t *testing.T) {
 	}
 	if _, given := got["missing"]; given {
 		t.Error("a key not in the mapping is given")
+	}
+}
+
+// TestFieldsIntegers: an integer field takes a plain decimal integer
+// only. A quoted one is a string; one with a leading 0 is octal to a YAML
+// 1.1 reader and decimal to others (a UID written "01750" read as 1000
+// selected another user's processes); another base and digits grouped by
+// _ are refused as well, each at its line, naming the field.
+func TestFieldsIntegers(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int    // with no problem
+		prob string // the problem, "" for none
+	}{
+		{"1750", 1750, ""},
+		{"-12", -12, ""},
+		{"+7", 7, ""},
+		{"0", 0, ""},
+		{"-0", 0, ""},
+		{"!!int 1000", 1000, ""},
+		{`"01750"`, 0, `t:2: x must be an integer, got the string "01750": write the number without quotes`},
+		{`'1000'`, 0, `t:2: x must be an integer, got the string "1000": write the number without quotes`},
+		{"!!str 1000", 0, `t:2: x must be an integer, got the string "1000": write the number without quotes`},
+		{"|\n  1000", 0, `t:2: x must be an integer, got the string "1000\n": write the number without quotes`},
+		{"01750", 0, "t:2: x: 01750 has a leading 0, which is ambiguous (octal to some YAML readers: 010 is 8 to them, 10 to others); write the number without it"},
+		{"010", 0, "t:2: x: 010 has a leading 0, which is ambiguous"},
+		{"-010", 0, "t:2: x: -010 has a leading 0, which is ambiguous"},
+		{"09", 0, "t:2: x: 09 has a leading 0, which is ambiguous"},
+		{"00", 0, "t:2: x: 00 has a leading 0, which is ambiguous"},
+		{"0x10", 0, `t:2: x must be a decimal integer, got "0x10" (0x, 0o, 0b and _ are not read)`},
+		{"0o17", 0, `t:2: x must be a decimal integer, got "0o17"`},
+		{"0b1", 0, `t:2: x must be a decimal integer, got "0b1"`},
+		{"1_000", 0, `t:2: x must be a decimal integer, got "1_000"`},
+		{"0x7fffffffffffffffff", 0, `t:2: x must be a decimal integer, got "0x7fffffffffffffffff"`},
+		{"1e3", 0, `t:2: x must be an integer, got "1e3"`},
+		{"2147483648", 0, "t:2: x: 2147483648 is out of range"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			var n yaml.Node
+			if err := yaml.Unmarshal([]byte("name: n\nx: "+tc.in+"\n"), &n); err != nil {
+				t.Fatal(err)
+			}
+			errs := &Errors{File: "t"}
+			var p point
+			errs.Fields(n.Content[0], "a point", "", &p)
+			got := ""
+			if err := errs.Err(); err != nil {
+				got = err.Error()
+			}
+			switch {
+			case tc.prob == "" && (got != "" || p.X != tc.want):
+				t.Errorf("x = %d, problems %q; want %d and none", p.X, got, tc.want)
+			case tc.prob != "" && (!strings.HasPrefix(got, tc.prob) || strings.Contains(got, "\n")):
+				t.Errorf("problems %q; want one, %q", got, tc.prob)
+			}
+		})
 	}
 }
 
