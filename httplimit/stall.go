@@ -111,13 +111,15 @@ func (b *Budget) Take(n int) bool {
 // Give gives back n bytes taken.
 func (b *Budget) Give(n int) { b.used.Add(-int64(n)) }
 
-// WriteOutside writes body to w through s, outside r's slot where body
-// fits b (reserved for the writing), else within it; a nil b takes no
-// reservation (a body shared by the requests, not rendered for one).
+// WriteOutside writes body to w through s, outside r's slot where the
+// memory body holds (its capacity: a buffer grown as it was rendered
+// holds up to twice its length) fits b, reserved for the writing, else
+// within it; a nil b takes no reservation (a body shared by the
+// requests, not rendered for one).
 func WriteOutside(r *http.Request, s *StallWriter, b *Budget, body ...[]byte) error {
 	n := 0
 	for _, p := range body {
-		n += len(p)
+		n += cap(p)
 	}
 	switch {
 	case b == nil:
