@@ -24,10 +24,13 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
 )
 
 // maxCachedFormats bounds the encodings kept (a format is a content type
@@ -67,6 +70,9 @@ type Options struct {
 	// OpenMetrics offers OpenMetrics in content negotiation.
 	OpenMetrics bool
 	Logger      log.Logger
+	// Now is the network's clock, the write deadlines' (nil: the wall
+	// clock).
+	Now func() time.Time
 }
 
 // Cache is the HTTP handler of the metrics endpoint. The two parts of a
@@ -84,6 +90,9 @@ type Cache struct {
 	// publications, at most maxCachedFormats.
 	slots map[key]*slot
 	pubs  uint64 // publications so far
+
+	now func() time.Time
+	cut *writeLog
 }
 
 type key struct {
@@ -132,7 +141,10 @@ func New(o Options) *Cache {
 	if o.Logger == nil {
 		o.Logger = log.NewNopLogger()
 	}
-	return &Cache{o: o, slots: map[key]*slot{}}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Cache{o: o, slots: map[key]*slot{}, now: o.Now, cut: newWriteLog(o.Logger, o.Now)}
 }
 
 // ServeHTTP implements http.Handler.
@@ -160,10 +172,15 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Add("Vary", "Accept")
 	h.Add("Vary", "Accept-Encoding")
 	h.Set("Content-Type", string(k.format))
+	// Rendered: written outside the request's slot (the body is the
+	// cache's, shared), bounded by stalls.
+	sw := httplimit.NewStallWriter(w, c.now, httplimit.StallTimeout, maxTransfer)
 	if !k.gzip {
-		h.Set("Content-Length", strconv.Itoa(len(cached.body)+live.Len()))
-		w.Write(cached.body)
-		w.Write(live.Bytes())
+		total := len(cached.body) + live.Len()
+		h.Set("Content-Length", strconv.Itoa(total))
+		if err := httplimit.WriteOutside(r, sw, nil, cached.body, live.Bytes()); err != nil {
+			c.cut.note(r, sw, total, err)
+		}
 		return
 	}
 	tail := getBuffer()
@@ -172,12 +189,12 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var trailer [8]byte
 	binary.LittleEndian.PutUint32(trailer[:4], crc32.Update(cached.crc, crc32.IEEETable, live.Bytes()))
 	binary.LittleEndian.PutUint32(trailer[4:], uint32(cached.size+live.Len()))
+	total := len(gzipHeader) + len(cached.body) + tail.Len() + len(trailer)
 	h.Set("Content-Encoding", "gzip")
-	h.Set("Content-Length", strconv.Itoa(len(gzipHeader)+len(cached.body)+tail.Len()+len(trailer)))
-	w.Write(gzipHeader)
-	w.Write(cached.body)
-	w.Write(tail.Bytes())
-	w.Write(trailer[:])
+	h.Set("Content-Length", strconv.Itoa(total))
+	if err := httplimit.WriteOutside(r, sw, nil, gzipHeader, cached.body, tail.Bytes(), trailer[:]); err != nil {
+		c.cut.note(r, sw, total, err)
+	}
 }
 
 // latest returns the newest rendering of the collectors' part in encoding

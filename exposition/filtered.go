@@ -1,13 +1,12 @@
 package exposition
 
 import (
-	"errors"
+	"bytes"
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/go-kit/log"
@@ -15,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 )
@@ -26,17 +26,24 @@ import (
 // (nil for none). A collector newCollector refuses (a bad name) is the
 // request's fault: HTTP 400, logged as a warning (see badRequestLog).
 // What the handlers of filtered requests log is rate-limited as a whole
-// (see promLogger); an error writing to a client that hung up mid-scrape
-// is its own, not the exporter's, and logged at debug level, one writing
-// past the server's write timeout (a filtered request is gathered within
-// it) at warn level (requestLog).
+// (see promLogger). A filtered response is rendered whole within the
+// request's slot and written outside it where it fits maxOutsideBytes
+// with those being written, through a StallWriter as the cache's; its
+// writing failing is logged as the cache's (writeLog).
 func Metrics(cached http.Handler, newCollector func(filters ...string) (prometheus.Collector, error), self prometheus.Gatherer, logger log.Logger) http.Handler {
+	return metrics(cached, newCollector, self, logger, time.Now, maxOutsideBytes)
+}
+
+// metrics is Metrics on the network's clock now, with outsideBytes in
+// place of maxOutsideBytes.
+func metrics(cached http.Handler, newCollector func(filters ...string) (prometheus.Collector, error), self prometheus.Gatherer, logger log.Logger, now func() time.Time, outsideBytes int64) http.Handler {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
 	bad := &badRequestLog{logger: logger, lines: ratelog.New(badRequestLogEvery, 1)}
-	errLog := &promLogger{logger: logger, lines: ratelog.New(badRequestLogEvery, 1),
-		gone: ratelog.New(badRequestLogEvery, 1), failed: ratelog.New(badRequestLogEvery, 1)}
+	errLog := &promLogger{logger: logger, lines: ratelog.New(badRequestLogEvery, 1)}
+	cut := newWriteLog(logger, now)
+	outside := httplimit.NewBudget(outsideBytes)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		if err != nil {
@@ -55,18 +62,48 @@ func Metrics(cached http.Handler, newCollector func(filters ...string) (promethe
 		// Filtered requests are rendered on demand.
 		c, err := newCollector(filters...)
 		var h http.Handler
-		cw := &clientWriter{ResponseWriter: w}
 		if err == nil {
-			h, err = Filtered(c, self, requestLog{errLog, cw})
+			h, err = Filtered(c, self, errLog)
 		}
 		if err != nil {
 			bad.note(filters, err)
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		h.ServeHTTP(cw, r)
+		held := &heldResponse{header: w.Header()}
+		h.ServeHTTP(held, r)
+		w.WriteHeader(held.status())
+		sw := httplimit.NewStallWriter(w, now, httplimit.StallTimeout, maxTransfer)
+		if err := httplimit.WriteOutside(r, sw, outside, held.body.Bytes()); err != nil {
+			cut.note(r, sw, held.body.Len(), err)
+		}
 	})
 }
+
+// heldResponse is a response rendered whole before any of it is written:
+// its header is the client's (sent with the status), its status and body
+// held.
+type heldResponse struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (h *heldResponse) Header() http.Header { return h.header }
+
+func (h *heldResponse) WriteHeader(code int) {
+	if h.code == 0 {
+		h.code = code
+	}
+}
+
+func (h *heldResponse) Write(p []byte) (int, error) {
+	h.WriteHeader(http.StatusOK)
+	return h.body.Write(p)
+}
+
+// status is the response's status: 200 where none was written.
+func (h *heldResponse) status() int { return cmp.Or(h.code, http.StatusOK) }
 
 // badRequestLog logs metrics requests refused as bad: the first at once,
 // then at most one line per badRequestLogEvery with the number not logged
@@ -116,12 +153,11 @@ func Filtered(c prometheus.Collector, self prometheus.Gatherer, errLog promhttp.
 // not logged since the previous line. What it logs a client can make it
 // log on every request: an Accept-Encoding that refuses every encoding
 // (identity;q=0) is logged as one promhttp does not know, and served
-// uncompressed.
+// uncompressed. promhttp writes into a heldResponse, which never fails: a
+// failed write to the client is writeLog's.
 type promLogger struct {
 	logger log.Logger
 	lines  *ratelog.Log
-	gone   *ratelog.Log // the debug lines of clients gone (requestLog)
-	failed *ratelog.Log // the warnings of other failed writes (requestLog)
 }
 
 // Println writes v as fmt.Println would, spaces between all operands.
@@ -131,70 +167,4 @@ func (l *promLogger) Println(v ...any) {
 		return
 	}
 	level.Error(l.logger).Log("msg", strings.TrimSuffix(fmt.Sprintln(v...), "\n"), "not_logged", held)
-}
-
-// clientWriter is a request's ResponseWriter that keeps the first error a
-// write to it returned: the client's connection failing (it hung up: a
-// broken pipe, a reset), or the response written past the server's write
-// timeout (a client that stopped reading, or a gather that outlasted it).
-type clientWriter struct {
-	http.ResponseWriter
-	err error
-}
-
-func (w *clientWriter) Write(p []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(p)
-	if err != nil && w.err == nil {
-		w.err = err
-	}
-	return n, err
-}
-
-// Unwrap lets http.ResponseController reach the connection.
-func (w *clientWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// requestLog is promLogger for one request written to w. What promhttp
-// logs with the error a write to the client returned is no error of the
-// exporter's: a client that hung up mid-scrape (a broken pipe, a reset) is
-// logged at debug level; any other failed write, a write past the
-// server's write timeout above all (a filtered request is gathered while
-// it runs, so a gather outlasting it fails the response while the client
-// still waits), at warn level. Each is rate-limited apart, so that neither
-// holds back the lines of real errors, which stay at error level.
-type requestLog struct {
-	*promLogger
-	w *clientWriter
-}
-
-// Println writes v as promLogger does, at debug or warn level where an
-// operand is the error that a write to the client returned.
-func (l requestLog) Println(v ...any) {
-	var werr error
-	for _, x := range v {
-		if err, ok := x.(error); ok && l.w.err != nil && errors.Is(err, l.w.err) {
-			werr = l.w.err
-		}
-	}
-	line := strings.TrimSuffix(fmt.Sprintln(v...), "\n")
-	switch {
-	case werr == nil:
-		l.promLogger.Println(v...)
-	case clientHungUp(werr):
-		if held, ok := l.gone.Note(); ok {
-			level.Debug(l.logger).Log("msg", "client gone mid-scrape: "+line, "not_logged", held)
-		}
-	case errors.Is(werr, os.ErrDeadlineExceeded):
-		if held, ok := l.failed.Note(); ok {
-			level.Warn(l.logger).Log("msg", "the response missed the server's write timeout (a filtered scrape is gathered within it): "+line, "not_logged", held)
-		}
-	default:
-		if held, ok := l.failed.Note(); ok {
-			level.Warn(l.logger).Log("msg", "writing the response failed: "+line, "not_logged", held)
-		}
-	}
-}
-
-// clientHungUp says whether err, a write's, is the client's hanging up.
-func clientHungUp(err error) bool {
-	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }

@@ -32,11 +32,8 @@ type Limits struct {
 }
 
 // writeTimeout bounds the time to write one response, from the request's
-// read. An unfiltered scrape's response is encoded ahead (the cache), so
-// for it this only ends clients that stop reading; a filtered one
-// (collect[], name[]) is gathered on demand within it, so a gather
-// outlasting it fails the response (exposition logs that at warn level).
-// A handler may set a shorter deadline of its own (the tuner page does).
+// read, where its handler sets no deadline of its own: the metrics and
+// the tuner page write through a StallWriter, whose deadlines replace it.
 const writeTimeout = time.Minute
 
 // maxHeaderBytes bounds a request's header; scrapes send a few hundred

@@ -19,6 +19,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
@@ -26,31 +27,34 @@ import (
 // TunerPagePath is where the tuner page is served.
 const TunerPagePath = "/tuner"
 
-// TunerPageMaxInFlight is how many tuner page requests, HTML and JSON
-// together, the exporter serves at once; a request beyond is answered 503
-// with a Retry-After (NewTunerPageBusy). Each builds the whole view, history included: about
-// 70 KB of allocations for each series of a full history, a tenant's burn
-// or a knob's value (docs/tuner-page.md), so a count of its own, not
-// --web.max-requests' 40, bounds the memory they take.
+// TunerPageMaxInFlight is how many tuner page requests of each format,
+// HTML and JSON apart (TunerPageByFormat), the exporter serves at once; a
+// request beyond is answered 503 with a Retry-After (NewTunerPageBusy).
+// Each builds the whole view, history included: about 70 KB of
+// allocations for each series of a full history, a tenant's burn or a
+// knob's value (docs/tuner-page.md), so a count of its own, not
+// --web.max-requests' 40, bounds the memory they take. An HTML request
+// holds its slot while it renders, and while it is written only past
+// maxOutsideBytes; a JSON request while it is written too.
 const TunerPageMaxInFlight = 2
 
 // TunerPageWriteTimeout bounds a stall in writing a tuner page response,
 // in place of the server's write timeout (a minute): the write deadline
 // is this long past the handler's start, and moved as far past the
 // page's clock before each piece of the response (pageChunk). A client
-// that stops reading holds one of the TunerPageMaxInFlight slots at most
-// this long, and the page stops encoding at the first write that fails;
-// a client that reads, however slowly, gets the whole response (the JSON
-// of 100 tenants with a full history is 2.8 MB, of 1000 tenants 28 MB)
-// as long as each piece drains within it.
-const TunerPageWriteTimeout = 10 * time.Second
+// that stops reading is cut at most this long after, and the page stops
+// encoding at the first write that fails; a client that reads, however
+// slowly, gets the whole response (the JSON of 100 tenants with a full
+// history is 2.8 MB, of 1000 tenants 28 MB) as long as each piece drains
+// within it.
+const TunerPageWriteTimeout = httplimit.StallTimeout
 
 // TunerPageMaxTransfer bounds the whole writing of a tuner page response:
 // a client that reads just fast enough to beat TunerPageWriteTimeout at
-// each piece (about 3 KB/s) would otherwise hold one of the
-// TunerPageMaxInFlight slots for hours (the JSON of 1000 tenants, 28 MB).
-// Five minutes is the 1000-tenant JSON at about 100 KB/s, the HTML at
-// 20 KB/s.
+// each piece (about 3 KB/s) would otherwise hold its connection (and, for
+// the JSON, one of the TunerPageMaxInFlight slots) for hours (the JSON of
+// 1000 tenants, 28 MB). Five minutes is the 1000-tenant JSON at about
+// 100 KB/s, the HTML at 20 KB/s.
 const TunerPageMaxTransfer = 5 * time.Minute
 
 // tunerPageDecisions is how many of the latest decisions the page lists.
@@ -592,6 +596,9 @@ type tunerPage struct {
 	logs *pageLogs
 	// maxTransfer bounds a response's writing (TunerPageMaxTransfer).
 	maxTransfer time.Duration
+	// outside holds the bytes of the HTML pages written outside their
+	// slot (maxOutsideBytes).
+	outside *httplimit.Budget
 }
 
 // NewTunerPage returns the tuner page over the latest snapshot and tuner
@@ -600,7 +607,8 @@ func NewTunerPage(snapshot func() *tenant.Snapshot, status func() *tuner.Status,
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	return tunerPage{snapshot: snapshot, status: status, info: info, logger: logger, now: time.Now, logs: newPageLogs(), maxTransfer: TunerPageMaxTransfer}
+	return tunerPage{snapshot: snapshot, status: status, info: info, logger: logger, now: time.Now, logs: newPageLogs(), maxTransfer: TunerPageMaxTransfer,
+		outside: httplimit.NewBudget(maxOutsideBytes)}
 }
 
 func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -642,7 +650,7 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			logNulls(p.logger, p.logs, p.now(), nulls)
 		}
 		w.Header().Set("Content-Type", "application/json")
-		sw := newStallWriter(w, p.now, p.maxTransfer)
+		sw := httplimit.NewStallWriter(w, p.now, TunerPageWriteTimeout, p.maxTransfer)
 		if err := writeJSON(sw, head, &v); err != nil {
 			p.logWriteFailed(r, sw, err, "history_series", len(v.History.Tenants)+len(v.History.Knobs))
 		}
@@ -658,8 +666,8 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A browser shows a body cut short as a failed load, not as a
 		// page missing its bottom rows.
 		w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
-		sw := newStallWriter(w, p.now, p.maxTransfer)
-		if _, err := sw.Write(b.Bytes()); err != nil {
+		sw := httplimit.NewStallWriter(w, p.now, TunerPageWriteTimeout, p.maxTransfer)
+		if err := httplimit.WriteOutside(r, sw, p.outside, b.Bytes()); err != nil {
 			p.logWriteFailed(r, sw, err, "total_bytes", b.Len())
 		}
 	default:

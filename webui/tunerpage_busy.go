@@ -11,12 +11,28 @@ import (
 
 // TunerPageRetryAfter is the Retry-After of a tuner page request beyond
 // its limit (TunerPageMaxInFlight): TunerPageWriteTimeout. A page is
-// rendered in well under a second, but a slot is held by a client that
-// stops reading until that timeout (and by one that reads slowly until it
-// has read the page): a retry a second later would mostly meet the same
-// refusal, where one after the timeout finds a stalled client's slot
-// free.
+// rendered in well under a second, but a JSON slot (an HTML one too, past
+// maxOutsideBytes) is held by a client that stops reading until that
+// timeout (and by one that reads slowly until it has read the response):
+// a retry a second later would mostly meet the same refusal, where one
+// after the timeout finds a stalled client's slot free.
 const TunerPageRetryAfter = TunerPageWriteTimeout
+
+// TunerPageByFormat routes a tuner page request to json where it asks
+// for the JSON (?format=json), else to html (the page, and requests the
+// page answers 400), so that each has a limit of its own: a JSON response
+// holds its slot while written (it is written as it is encoded, never
+// whole in memory), and clients that do not read it must not keep a
+// browser off the HTML, which holds its slot only while rendered.
+func TunerPageByFormat(html, json http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f, err := pageFormat(r.URL.RawQuery); err == nil && f == "json" {
+			json.ServeHTTP(w, r)
+			return
+		}
+		html.ServeHTTP(w, r)
+	})
+}
 
 // refreshSeconds is how often the page reloads itself, in whole seconds
 // (at least 1).

@@ -1,31 +1,45 @@
 package webui
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 
+	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 )
 
-// A tuner page response is written in pieces of at most pageChunk, the
-// write deadline moved to TunerPageWriteTimeout past the page's clock
-// before each: the deadline bounds a stall, not the whole transfer. A
-// client that stops reading frees its slot within the timeout; one that
-// reads, however slowly (a port-forward, a VPN), gets the whole page as
-// long as each piece drains within it (about 3 KB/s), where one deadline
-// for the whole response cut the 1000-tenant JSON (28 MB) of any client
-// under 3 MB/s. A response cut at its deadline is logged at warn level,
-// rate-limited, with the bytes written; a client that hung up, at debug.
+// A tuner page response is written through an httplimit.StallWriter, in
+// pieces of at most pageChunk, the write deadline moved to
+// TunerPageWriteTimeout past the page's clock before each: the deadline
+// bounds a stall, not the whole transfer. A client that stops reading is
+// cut within the timeout; one that reads, however slowly (a port-forward,
+// a VPN), gets the whole page as long as each piece drains within it
+// (about 3 KB/s), where one deadline for the whole response cut the
+// 1000-tenant JSON (28 MB) of any client under 3 MB/s. The HTML, rendered
+// whole within its slot, is written outside it (httplimit.Release) where
+// it fits maxOutsideBytes with the others being written: a browser is
+// not refused for clients that do not read. A response cut at its
+// deadline is logged at warn level, rate-limited, with the bytes written;
+// a client that hung up, at debug.
 
 // pageChunk is the most of a tuner page response written at once.
-const pageChunk = 32 << 10
+const pageChunk = httplimit.StallPiece
+
+// maxOutsideBytes bounds the bytes of the HTML pages written outside
+// their slot at once (five pages of 1000 tenants, fifty of 100): past it,
+// a page holds its slot while written, so that clients that do not read
+// hold a bounded memory however many connections they open.
+const maxOutsideBytes = 32 << 20
+
+// maxLoggedPath is the most of a request's path and query a warning
+// shows: a query of 60 KB is no line of 60 KB.
+const maxLoggedPath = 256
 
 const (
 	// pageCutLogEvery bounds the warnings of responses cut at their
@@ -50,77 +64,23 @@ func newPageLogs() *pageLogs {
 	return &pageLogs{cut: ratelog.New(pageCutLogEvery, 1), nulls: ratelog.New(pageNullsLogEvery, 1)}
 }
 
-// stallWriter writes a response to w in pieces of at most pageChunk, each
-// with a write deadline of TunerPageWriteTimeout past now, and counts the
-// bytes written.
-type stallWriter struct {
-	w        http.ResponseWriter
-	rc       *http.ResponseController
-	now      func() time.Time
-	deadline time.Time // the last one set
-	end      time.Time // no deadline past it: the transfer's bound
-	max      time.Duration
-	written  int64
-}
-
-// newStallWriter returns the writer of a response to w whose writing may
-// take at most maxTransfer from now on.
-func newStallWriter(w http.ResponseWriter, now func() time.Time, maxTransfer time.Duration) *stallWriter {
-	return &stallWriter{w: w, rc: http.NewResponseController(w), now: now, end: now().Add(maxTransfer), max: maxTransfer}
-}
-
-func (s *stallWriter) Write(p []byte) (int, error) {
-	n := 0
-	for len(p) > 0 {
-		piece := p[:min(len(p), pageChunk)]
-		// Where the deadline cannot be set (ErrNotSupported), the
-		// server's write timeout is the bound; the handler's first
-		// setting logged why.
-		s.deadline = s.now().Add(TunerPageWriteTimeout)
-		if s.deadline.After(s.end) {
-			s.deadline = s.end
-		}
-		_ = s.rc.SetWriteDeadline(s.deadline)
-		k, err := s.w.Write(piece)
-		n += k
-		s.written += int64(k)
-		if err != nil {
-			return n, err
-		}
-		p = p[len(piece):]
-	}
-	return n, nil
-}
-
-// cutAtDeadline says whether err, a failed write of s, failed on its
-// deadline: the connection's timeout (HTTP/1), or a write that failed
-// once the deadline had passed (HTTP/2 says only that the stream was
-// closed, its timer's reset).
-func (s *stallWriter) cutAtDeadline(err error) bool {
-	return errors.Is(err, os.ErrDeadlineExceeded) || (!s.deadline.IsZero() && !s.now().Before(s.deadline))
-}
-
 // logWriteFailed logs a tuner page response whose write through s
 // failed, with the bytes written and size, what says how much there was
 // (total_bytes of the HTML; history_series of the JSON, whose length is
 // known only at its end): at warn level, rate-limited, where it was cut
 // at its deadline (a client that read nothing for
 // TunerPageWriteTimeout), at debug where the client hung up.
-func (p tunerPage) logWriteFailed(r *http.Request, s *stallWriter, err error, size ...any) {
-	if !s.cutAtDeadline(err) {
-		level.Debug(p.logger).Log(append(append([]any{"msg", "writing the tuner page", "written_bytes", s.written}, size...), "err", err)...)
+func (p tunerPage) logWriteFailed(r *http.Request, s *httplimit.StallWriter, err error, size ...any) {
+	if !s.CutAtDeadline(err) {
+		level.Debug(p.logger).Log(append(append([]any{"msg", "writing the tuner page", "written_bytes", s.Written()}, size...), "err", err)...)
 		return
 	}
 	held, ok := p.logs.cut.NoteAt(p.now())
 	if !ok {
 		return
 	}
-	why := fmt.Sprintf("the client read nothing for %v", TunerPageWriteTimeout)
-	if s.deadline.Equal(s.end) {
-		why = fmt.Sprintf("its writing took longer than %v", s.max)
-	}
-	kv := []any{"msg", "tuner page response cut short: " + why,
-		"path", r.URL.RequestURI(), "remote", r.RemoteAddr, "written_bytes", s.written}
+	kv := []any{"msg", "tuner page response cut short: " + s.Why(),
+		"path", clip.Text(r.URL.RequestURI(), maxLoggedPath), "remote", r.RemoteAddr, "written_bytes", s.Written()}
 	level.Warn(p.logger).Log(append(append(kv, size...), "cut", held+1, "err", err)...)
 }
 

@@ -164,7 +164,7 @@ func addFlags(app *kingpin.Application) *config {
 		Default("/metrics").StringVar(&c.TelemetryPath)
 	app.Flag("web.disable-exporter-metrics", "Exclude metrics about the exporter itself (promhttp_*, process_*, go_*, build info); the web configuration's vgpu_web_config_* (reloads, certificate expiry) are still served.").
 		BoolVar(&c.DisableExporterMetrics)
-	flagvalue.Int64(app, "web.max-requests", "Maximum number of parallel scrape requests; requests beyond it get 503, counted in promhttp_metric_handler_requests_total{code=\"503\"}. Use 0 to disable. /tuner page requests have a limit of their own, 2 (this where lower).", "40", &c.MaxRequests)
+	flagvalue.Int64(app, "web.max-requests", "Maximum number of scrapes rendering at once (a response is written outside its slot: a client that does not read holds none); requests beyond it get 503, counted in promhttp_metric_handler_requests_total{code=\"503\"}. Use 0 to disable. /tuner page requests have limits of their own, 2 for the HTML and 2 for the JSON (this where lower).", "40", &c.MaxRequests)
 	flagvalue.Int64(app, "web.max-connections", "Maximum number of open HTTP connections; beyond it the longest-idle connection is closed. Lowered to half the open-files limit when that is smaller. Use 0 to disable.", "256", &c.MaxConnections)
 	flagvalue.Duration(app, "web.read-header-timeout", "Time a client has to send a request's headers; no request body is waited for past it either.", "10s", &c.ReadHeaderTimeout)
 	flagvalue.Duration(app, "web.idle-timeout", "Time an idle keep-alive connection stays open.", "2m", &c.IdleTimeout)

@@ -36,8 +36,9 @@ type handlerOptions struct {
 	// given collector names (all enabled ones when none are given). A
 	// bad name is the caller's fault (HTTP 400).
 	NewCollector func(filters ...string) (prometheus.Collector, error)
-	// MaxRequests bounds concurrent metrics requests; 0 means no limit.
-	// Tuner page requests have a limit apart: tunerPageLimit.
+	// MaxRequests bounds the metrics requests rendering at once (a
+	// response is written outside its slot); 0 means no limit. Tuner
+	// page requests have a limit apart: tunerPageLimit.
 	MaxRequests int64
 	Logger      log.Logger
 	// Ready reports whether a first snapshot has been published.
@@ -67,7 +68,8 @@ type handlerOptions struct {
 	About func() webui.About
 }
 
-// tunerPageLimit is how many tuner page requests are served at once:
+// tunerPageLimit is how many tuner page requests of each format, HTML
+// and JSON, are served at once:
 // webui.TunerPageMaxInFlight, or --web.max-requests where lower (and not
 // 0, no limit, which leaves the page its own).
 func tunerPageLimit(maxRequests int64) int64 {
@@ -123,12 +125,18 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	if o.TunerPage != nil {
 		// The page renders the whole state on each request: a limit of
 		// its own, so that its viewers never take a scraper's slot, and
-		// a small one, so that its renders' memory stays bounded.
+		// a small one, so that its renders' memory stays bounded; the
+		// HTML's and the JSON's apart, so that clients that do not read
+		// the JSON (written as it is encoded, within its slot) do not
+		// keep a browser off the HTML (written outside it).
 		// A request beyond it gets a page that reloads itself as the
 		// page does, not before the Retry-After (webui.NewTunerPageBusy).
 		limit := tunerPageLimit(o.MaxRequests)
-		mux.Handle(webui.TunerPagePath, httplimit.InFlightOf(limit, "tuner page",
-			"the page's own limit, --web.max-requests where lower", webui.NewTunerPageBusy(o.TunerPageInfo, limit), o.Logger, o.TunerPage))
+		busy := webui.NewTunerPageBusy(o.TunerPageInfo, limit)
+		const setBy = "the page's own limit, --web.max-requests where lower"
+		mux.Handle(webui.TunerPagePath, webui.TunerPageByFormat(
+			httplimit.InFlightOf(limit, "tuner page", setBy, busy, o.Logger, o.TunerPage),
+			httplimit.InFlightOf(limit, "tuner page JSON", setBy, busy, o.Logger, o.TunerPage)))
 	}
 	// One limit for every metrics request, filtered ones included (a
 	// per-handler limit would not bound requests that each build their

@@ -326,11 +326,12 @@ func TestMaxRequestsCoversTunerPage(t *testing.T) {
 
 // The tuner page's limit is its own small one whatever --web.max-requests
 // allows (40 by default; 0, no limit), and --web.max-requests where that
-// is lower: a request beyond it is answered 503 with a Retry-After of
-// webui.TunerPageWriteTimeout, the longest a client that stops reading
-// holds a slot (1 s, a scrape's, understated it), in a page that reloads
-// itself (a plain text before, where a browser left on the page stopped),
-// and only that many render at once.
+// is lower, for the HTML and the JSON apart: a request beyond it is
+// answered 503 with a Retry-After of webui.TunerPageWriteTimeout, the
+// longest a client that stops reading holds a slot (1 s, a scrape's,
+// understated it), in a page that reloads itself (a plain text before,
+// where a browser left on the page stopped), and only that many render at
+// once; the HTML is served while the JSON's slots are held.
 func TestTunerPageLimit(t *testing.T) {
 	for _, tc := range []struct {
 		maxRequests int64
@@ -342,8 +343,9 @@ func TestTunerPageLimit(t *testing.T) {
 	} {
 		entered, release := make(chan struct{}), make(chan struct{})
 		var pages atomic.Int32
-		page := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			if pages.Add(1) <= int32(tc.pages) {
+		page := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// the JSON's first slots, then the HTML's
+			if n := pages.Add(1); n <= int32(tc.pages) || n > int32(tc.pages)+1 && n <= int32(2*tc.pages)+1 {
 				entered <- struct{}{}
 				<-release
 			}
@@ -352,7 +354,7 @@ func TestTunerPageLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		codes := make(chan int, tc.pages)
+		codes := make(chan int, 2*tc.pages)
 		for range tc.pages {
 			go func() {
 				rec := httptest.NewRecorder()
@@ -362,6 +364,29 @@ func TestTunerPageLimit(t *testing.T) {
 			<-entered
 		}
 		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", webui.TunerPagePath+"?format=json", nil))
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "10" {
+			t.Errorf("--web.max-requests=%d: JSON %d while %d render: %d, Retry-After %q; want 503 with 10 (%d rendered)",
+				tc.maxRequests, tc.pages+1, tc.pages, rec.Code, rec.Header().Get("Retry-After"), pages.Load())
+		}
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", webui.TunerPagePath, nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("--web.max-requests=%d: the HTML while the JSON's %d slots are held: %d, want 200", tc.maxRequests, tc.pages, rec.Code)
+		}
+		for range tc.pages {
+			go func() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest("GET", webui.TunerPagePath, nil))
+				codes <- rec.Code
+			}()
+			select {
+			case <-entered:
+			case code := <-codes:
+				t.Fatalf("--web.max-requests=%d: the HTML while the JSON's %d slots are held: %d, want it served", tc.maxRequests, tc.pages, code)
+			}
+		}
+		rec = httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", webui.TunerPagePath, nil))
 		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "10" {
 			t.Errorf("--web.max-requests=%d: page %d while %d render: %d, Retry-After %q; want 503 with 10 (%d rendered)",
@@ -371,7 +396,7 @@ func TestTunerPageLimit(t *testing.T) {
 			t.Errorf("--web.max-requests=%d: the page refused: %q, want a page that reloads itself (webui.NewTunerPageBusy)", tc.maxRequests, body)
 		}
 		close(release)
-		for range tc.pages {
+		for range 2 * tc.pages {
 			if code := <-codes; code != http.StatusOK {
 				t.Errorf("--web.max-requests=%d: a page within the limit: %d", tc.maxRequests, code)
 			}

@@ -52,9 +52,9 @@ var layers = map[string][]string{
 
 	// The metrics endpoint's parts, over client_golang only: the
 	// ready-rendered body per snapshot, the process's own metrics.
-	"exposition":  nil,
+	"exposition":  {"httplimit"},
 	"procmetrics": nil,
-	"webui":       {"tuner", "tenant", "gpu"},
+	"webui":       {"tuner", "tenant", "gpu", "httplimit"},
 	// The HTTP server's limits: connections, timeouts, requests in flight.
 	"httplimit": nil,
 	// The garbage collector's pace for the exporter's bursts of allocation.
