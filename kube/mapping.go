@@ -56,6 +56,12 @@ type podMeta struct {
 	Namespace, Name, UID string
 	Labels               map[string]string
 	ContainerIDs         []string // its containers' IDs, lower case
+	// mirrorOf is, for the API server's mirror of a static pod, the static
+	// pod's UID (its manifest's hash, lower case), which its cgroup names
+	mirrorOf string
+	// clipped says what of the pod's labels and container statuses the
+	// pod list's bounds did not keep; "" for none
+	clipped string
 }
 
 // deviceBase strips the shared-replica suffix the NVIDIA device plugin adds
