@@ -46,22 +46,27 @@ func TestResolvePodByDevice(t *testing.T) {
 	}
 }
 
-// TestHolderUIDs: a pod that processes are placed in by their GPU alone
-// keeps one cgroup pod UID from sample to sample. Processes of two UIDs in
-// one pod at once are none of them its, but for the one it was bound to,
-// still running; a pod replaced under its name (its processes gone) is
-// bound to its new UID.
+// TestHolderUIDs: pods that processes are placed among by their GPU alone
+// keep as many cgroup pod UIDs as they are pods, from sample to sample.
+// UIDs new in a sample that do not all fit beside those still running are
+// none of them a holder's; a pod replaced under its name (its processes
+// gone) is bound to its new UID.
 func TestHolderUIDs(t *testing.T) {
 	const (
 		victim = "11111111-1111-4111-8111-111111111111"
 		evil   = "deadbeef-0000-4000-8000-000000000001"
 		next   = "22222222-2222-4222-8222-222222222222"
+		second = "33333333-3333-4333-8333-333333333333"
 	)
 	chat := func(uid, dev string) kube.HolderClaim {
-		return kube.HolderClaim{Namespace: "llm", Name: "chat-0", UID: uid, Device: dev}
+		return kube.HolderClaim{Pods: []string{"llm/chat-0"}, UID: uid, Device: dev}
 	}
 	other := func(uid string) kube.HolderClaim {
-		return kube.HolderClaim{Namespace: "llm", Name: "embed-0", UID: uid, Device: "GPU-c"}
+		return kube.HolderClaim{Pods: []string{"llm/embed-0"}, UID: uid, Device: "GPU-c"}
+	}
+	// two pods on replicas of one GPU
+	shared := func(uid string) kube.HolderClaim {
+		return kube.HolderClaim{Pods: []string{"llm/a", "llm/b"}, UID: uid, Device: "GPU-s"}
 	}
 	for _, tc := range []struct {
 		name    string
@@ -89,6 +94,15 @@ func TestHolderUIDs(t *testing.T) {
 		{"holders apart",
 			[][]kube.HolderClaim{{chat(victim, "GPU-a"), other(evil)}, {other(evil), chat(victim, "GPU-a")}},
 			[]string{"[false false] []", "[false false] []"}},
+		{"two pods sharing a GPU, their two UIDs, then a third's",
+			[][]kube.HolderClaim{{shared(victim), shared(second)}, {shared(victim), shared(evil), shared(second)}},
+			[]string{"[false false] []",
+				"[false true false] [llm/a,llm/b " + victim + "," + second + "," + evil + " GPU-s kept=" + victim + "," + second + "]"}},
+		{"two pods sharing a GPU, one's UID running, two new at once: neither",
+			[][]kube.HolderClaim{{shared(victim)}, {shared(victim), shared(evil), shared(second)}, {shared(victim), shared(second)}},
+			[]string{"[false] []",
+				"[false true true] [llm/a,llm/b " + victim + "," + second + "," + evil + " GPU-s kept=" + victim + "]",
+				"[false false] []"}},
 		{"none", [][]kube.HolderClaim{nil}, []string{"[] []"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,7 +111,7 @@ func TestHolderUIDs(t *testing.T) {
 				refused, contests := h.Settle(claims)
 				var cs []string
 				for _, c := range contests {
-					cs = append(cs, fmt.Sprintf("%s/%s %s %s kept=%s", c.Namespace, c.Name, strings.Join(c.UIDs, ","), strings.Join(c.Devices, ","), c.Kept))
+					cs = append(cs, fmt.Sprintf("%s %s %s kept=%s", strings.Join(c.Pods, ","), strings.Join(c.UIDs, ","), strings.Join(c.Devices, ","), strings.Join(c.Kept, ",")))
 				}
 				if got := fmt.Sprint(refused, " ", "[", strings.Join(cs, " "), "]"); got != tc.want[i] {
 					t.Errorf("sample %d: %s, want %s", i, got, tc.want[i])

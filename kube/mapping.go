@@ -403,7 +403,7 @@ func (m *Mapping) podsOn(ids ...string) []PodRef {
 // without being allocated it (all GPUs visible to a privileged container,
 // or to one given NVIDIA_VISIBLE_DEVICES=all): ResolvePodByDevice says
 // where it was applied, so that HolderUIDs can keep one cgroup pod UID
-// per holder.
+// per holder pod (so too for Holders).
 func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 	ref, _ := m.ResolvePodByDevice(cg, deviceIDs...)
 	return ref

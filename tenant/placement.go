@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -12,11 +13,12 @@ import (
 )
 
 // A sample's processes are placed in their pods before any is attributed,
-// so that the processes placed in one pod by their devices alone can be
-// checked against each other: without pod metadata that knows it, a
-// process of a pod that reaches a GPU not allocated to it is placed in the
-// pod that holds the GPU (kube.HolderUIDs says which of the cgroup pod
-// UIDs so placed is the pod's).
+// so that the processes placed among the pods holding their devices by
+// those devices alone can be checked against each other: without pod
+// metadata that knows it, a process of a pod that reaches a GPU not
+// allocated to it is placed among the pods that hold the GPU
+// (kube.HolderUIDs says which of the cgroup pod UIDs so placed are
+// theirs).
 
 // placeKey is a process as one of the sample's devices lists it, in the
 // MIG instance it is attributed in (nil: none).
@@ -43,8 +45,8 @@ const (
 
 // placeAll places the processes of r that will be attributed, where a pod
 // mapping places them (subjectOf then gives them out), and refuses the
-// pod to those placed by their devices alone that are not its (see
-// kube.HolderUIDs), logging the pods so contested.
+// holders' pods to those placed among them by their devices alone that
+// are not theirs (see kube.HolderUIDs), logging the pods so contested.
 func (b *Builder) placeAll(compiled *compiledConfig, r *gpu.Readings, podMap *kube.Mapping) {
 	pl := &b.attr.place
 	clear(pl.subjects)
@@ -73,8 +75,8 @@ func (b *Builder) placeAll(compiled *compiledConfig, r *gpu.Readings, podMap *ku
 			}
 			sub := b.processSubject(compiled, podMap, d, p, inst)
 			pl.subjects[placeKey{p, inst}] = sub
-			if sub.byDevice {
-				claims = append(claims, kube.HolderClaim{Namespace: sub.pod.Namespace, Name: sub.pod.Name, UID: sub.podUID, Device: d.UUID})
+			if pods := holderPods(sub); len(pods) > 0 {
+				claims = append(claims, kube.HolderClaim{Pods: pods, UID: sub.podUID, Device: d.UUID})
 				claimed = append(claimed, sub)
 			}
 		}
@@ -82,8 +84,8 @@ func (b *Builder) placeAll(compiled *compiledConfig, r *gpu.Readings, podMap *ku
 	refused, contests := pl.uids.Settle(claims)
 	for i, sub := range claimed {
 		if refused[i] {
-			// another pod's process on the holder's GPU, maybe: the pod
-			// is known by its UID only, and none of the holder's
+			// another pod's process on the holders' GPU, maybe: the pod
+			// is known by its UID only, and none of the holders'
 			// containers is the process's
 			sub.pod, sub.holders = &kube.PodRef{UID: sub.podUID}, nil
 		}
@@ -92,18 +94,40 @@ func (b *Builder) placeAll(compiled *compiledConfig, r *gpu.Readings, podMap *ku
 		pl.lines = ratelog.NewKeyed(contestLogEvery, contestLogKeys)
 	}
 	for _, c := range contests {
-		pod := c.Namespace + "/" + c.Name
-		held, ok := pl.lines.NoteAt(pod, r.Time)
+		pods := strings.Join(c.Pods, ",")
+		held, ok := pl.lines.NoteAt(pods, r.Time)
 		if !ok {
 			continue
 		}
-		kept := c.Kept
+		kept := strings.Join(c.Kept, ",")
 		if kept == "" {
 			kept = "none"
 		}
-		level.Warn(b.logger).Log("msg", "processes of more than one pod UID run on the GPUs of a pod that no pod metadata places them in: only the UID the pod was bound to at the sample before is given it (pod metadata tells them apart)",
-			"pod", pod, "pod_uids", strings.Join(c.UIDs, ","), "kept", kept, "gpus", strings.Join(c.Devices, ","), "held_back", held)
+		level.Warn(b.logger).Log("msg", "processes of more pod UIDs than pods hold their GPUs, which no pod metadata places them in: only the UIDs the pods were bound to at the sample before are given them (pod metadata tells them apart)",
+			"pods", pods, "pod_uids", strings.Join(c.UIDs, ","), "kept", kept, "gpus", strings.Join(c.Devices, ","), "held_back", held)
 	}
+}
+
+// holderPods are the pods ("namespace/name", sorted, each once) that sub's
+// devices alone placed it among under its cgroup's pod UID: the one that
+// ResolvePodByDevice gave it, or those of the containers it may be in
+// (its pod known by its UID only); none where it has no cgroup pod UID,
+// or was placed otherwise.
+func holderPods(sub *subject) []string {
+	switch {
+	case sub.podUID == "" || sub.pod == nil:
+		return nil
+	case sub.byDevice:
+		return []string{sub.pod.Namespace + "/" + sub.pod.Name}
+	case sub.pod.Name != "" || len(sub.holders) == 0:
+		return nil
+	}
+	pods := make([]string, 0, len(sub.holders))
+	for _, c := range sub.holders {
+		pods = append(pods, c.Namespace+"/"+c.Name)
+	}
+	slices.Sort(pods)
+	return slices.Compact(pods)
 }
 
 // subjectOf is the subject of p (in the MIG instance inst) that placeAll
