@@ -193,18 +193,41 @@ func (k *kubeClient) metadata(ctx context.Context) (*podMetadata, error) {
 type podMetadata struct {
 	byUID, byName map[string]*podMeta
 	containerByID map[string]string
+	// clipped are the pods of which the list's bounds kept less than
+	// they have (podMeta.clipped), for a log line
+	clipped []*podMeta
 }
 
 // newPodMetadata parses podList, a PodList in JSON as the kubelet's /pods
 // serves it; src names it in errors.
+//
+// The API server's mirror of a static pod has a UID of its own; the static
+// pod's cgroup names the pod by its manifest's hash, which the mirror's
+// mirrorAnnotation gives. A mirror pod is known by that hash (as the
+// kubelet's /pods knows the static pod), and by its own UID too, but where
+// another pod of the list claims the same hash, or has it for its UID:
+// then neither is known by it.
 func newPodMetadata(src string, podList []byte) (*podMetadata, error) {
 	metas, cids, err := parsePodList(src, podList)
 	if err != nil {
 		return nil, err
 	}
 	md := &podMetadata{byUID: map[string]*podMeta{}, byName: map[string]*podMeta{}, containerByID: cids}
+	claims := map[string]int{}
 	for _, p := range metas {
 		md.byUID[p.UID] = p
+		if p.mirrorOf != "" {
+			claims[p.mirrorOf]++
+		}
+		if p.clipped != "" {
+			md.clipped = append(md.clipped, p)
+		}
+	}
+	for _, p := range metas {
+		if h := p.mirrorOf; h != "" && claims[h] == 1 && md.byUID[h] == nil {
+			md.byUID[h] = p
+			p.UID = h // the static pod's, as its processes and the kubelet know it
+		}
 		md.byName[p.Namespace+"/"+p.Name] = p
 	}
 	return md, nil

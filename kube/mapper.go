@@ -14,6 +14,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 )
 
 // Options configure a Mapper.
@@ -90,7 +91,18 @@ type Mapper struct {
 	status  Status
 	started bool
 	loops   sync.WaitGroup
+	// clipLines bounds the lines naming pods of which the metadata's
+	// bounds kept less than they have, by pod
+	clipLines *ratelog.Keyed
 }
+
+// clipLogEvery is how often a pod whose labels or container statuses the
+// pod metadata's bounds cut is logged at most; clipLogKeys, how many pods
+// apart.
+const (
+	clipLogEvery = 10 * time.Minute
+	clipLogKeys  = 16
+)
 
 // NewMapper returns a Mapper for the socket in opts. It reads only
 // Options.CAFile, so that a bad one fails at start (the gRPC connection is
@@ -144,7 +156,7 @@ func NewMapper(opts Options) (*Mapper, error) {
 		return nil, err
 	}
 	k.tokenFile = opts.BearerTokenFile
-	m := &Mapper{opts: opts, logger: opts.Logger, clock: opts.Clock, kube: k}
+	m := &Mapper{opts: opts, logger: opts.Logger, clock: opts.Clock, kube: k, clipLines: ratelog.NewKeyed(clipLogEvery, clipLogKeys)}
 	m.status.Metadata.Source = SourceName(opts.PodMetadata)
 	return m, nil
 }
@@ -204,6 +216,7 @@ func (m *Mapper) Refresh(ctx context.Context) {
 		var md *podMetadata
 		if md, metaErr = m.kube.metadata(ctx); metaErr == nil {
 			m.meta.Store(md)
+			m.logClipped(md)
 		}
 	}
 	if (err != nil || metaErr != nil) && ctx.Err() != nil {
@@ -253,4 +266,18 @@ func (m *Mapper) noteMetadata(err error) {
 	}
 	md.Up = true
 	md.LastSuccess = m.clock.Now()
+}
+
+// logClipped logs, each at most every clipLogEvery, the pods of which
+// the pod metadata's bounds kept less than they have: the others' are
+// read all the same.
+func (m *Mapper) logClipped(md *podMetadata) {
+	now := m.clock.Now()
+	for _, p := range md.clipped {
+		pod := p.Namespace + "/" + p.Name
+		if held, ok := m.clipLines.NoteAt(pod, now); ok {
+			level.Warn(m.logger).Log("msg", "pod metadata: a pod of more labels or container statuses than the bounds keep; its name, namespace and UID are kept, the other pods read",
+				"source", m.kube.source(), "pod", pod, "uid", p.UID, "cut", p.clipped, "held_back", held)
+		}
+	}
 }

@@ -56,6 +56,12 @@ type podMeta struct {
 	Namespace, Name, UID string
 	Labels               map[string]string
 	ContainerIDs         []string // its containers' IDs, lower case
+	// mirrorOf is, for the API server's mirror of a static pod, the static
+	// pod's UID (its manifest's hash, lower case), which its cgroup names
+	mirrorOf string
+	// clipped says what of the pod's labels and container statuses the
+	// pod list's bounds did not keep; "" for none
+	clipped string
 }
 
 // deviceBase strips the shared-replica suffix the NVIDIA device plugin adds
@@ -391,11 +397,26 @@ func (m *Mapping) podsOn(ids ...string) []PodRef {
 // keeps the rule.
 //
 // Where it names no container, Holders lists those it may be in.
+//
+// Without pod metadata that knows the process's pod, rule 2 cannot tell
+// the holder's own processes from those of a pod that reaches the GPU
+// without being allocated it (all GPUs visible to a privileged container,
+// or to one given NVIDIA_VISIBLE_DEVICES=all): ResolvePodByDevice says
+// where it was applied, so that HolderUIDs can keep one cgroup pod UID
+// per holder pod (so too for Holders).
 func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
+	ref, _ := m.ResolvePodByDevice(cg, deviceIDs...)
+	return ref
+}
+
+// ResolvePodByDevice is ResolvePod, byDevice true where rule 2 placed the
+// process of a cgroup naming a pod UID in the pod holding its devices:
+// the pod's is then taken to be cg.PodUID, which only the device says.
+func (m *Mapping) ResolvePodByDevice(cg CgroupInfo, deviceIDs ...string) (ref *PodRef, byDevice bool) {
 	cands := m.podsOn(deviceIDs...)
 	if noPodPlace(cg) {
 		if cands = m.ofContainer(cg, cands); len(cands) == 0 {
-			return nil
+			return nil, false
 		}
 	}
 	if cg.PodUID != "" && m != nil && len(m.metaByName) > 0 {
@@ -430,7 +451,7 @@ func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 					ref.Container = names[0]
 				}
 			}
-			return ref
+			return ref, false
 		}
 	}
 	if onePod(cands) {
@@ -440,12 +461,12 @@ func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
 		}
 		ref.UID = cg.PodUID
 		ref = m.withMeta(ref)
-		return &ref
+		return &ref, cg.PodUID != ""
 	}
 	if cg.PodUID != "" {
-		return &PodRef{UID: cg.PodUID}
+		return &PodRef{UID: cg.PodUID}, false
 	}
-	return nil
+	return nil, false
 }
 
 // noPodPlace says whether cg names no pod, but a place that is no pod's

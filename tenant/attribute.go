@@ -133,6 +133,7 @@ func (b *Builder) usage(compiled *compiledConfig, r *gpu.Readings, podMap *kube.
 		return nil
 	}
 	b.attr.interval.begin(r.Time)
+	b.placeAll(compiled, r, podMap)
 	var out []Usage
 	seen := map[string]bool{}
 	defer b.attr.forgetFits(seen)
@@ -274,7 +275,7 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		owner := b.attribute(compiled, isub)
 		perTenant := &devAcc{byTenant: map[accKey]*tenantAcc{}}
 		for _, p := range byGI[inst.GPUInstanceID] {
-			sub := b.processSubject(compiled, podMap, d, p, inst)
+			sub := b.subjectOf(compiled, podMap, d, p, inst)
 			perTenant.get(b.attribute(compiled, sub), gi).addProcess(p, sub)
 		}
 		held := make(map[string]migHeld, len(perTenant.byTenant))
@@ -345,7 +346,7 @@ func (b *Builder) migUsage(compiled *compiledConfig, podMap *kube.Mapping, d *gp
 		// obtained (no method)
 		perTenant := &devAcc{byTenant: map[accKey]*tenantAcc{}}
 		for _, p := range loose {
-			sub := b.processSubject(compiled, podMap, d, p, nil)
+			sub := b.subjectOf(compiled, podMap, d, p, nil)
 			perTenant.get(b.attribute(compiled, sub), "").addProcess(p, sub)
 		}
 		for _, a := range sortedAccs(perTenant) {
@@ -437,7 +438,7 @@ func (b *Builder) sharedContexts(compiled *compiledConfig, podMap *kube.Mapping,
 			a.pids = append(a.pids, p.PID)
 			continue
 		}
-		sub := b.processSubject(compiled, podMap, d, p, nil)
+		sub := b.subjectOf(compiled, podMap, d, p, nil)
 		a := perTenant.get(b.attribute(compiled, sub), "")
 		a.addProcess(p, sub)
 		a.listed++

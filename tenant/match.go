@@ -47,6 +47,10 @@ type subject struct {
 	// holders are the containers holding its device that it may be in,
 	// where pod does not name its container (kube.Mapping.Holders)
 	holders []kube.PodRef
+	// byDevice: pod was given by its devices alone under its cgroup's pod
+	// UID (kube.Mapping.ResolvePodByDevice), which settleHolders checks
+	// against the sample's other processes in that pod
+	byDevice bool
 }
 
 // maxHolders bounds the containers of one device that a subject is
@@ -57,7 +61,7 @@ const maxHolders = 256
 // pod as podMap (nil: none) tells it: the pod, and where that does not
 // name its container, the containers it may be in.
 func placeInPod(sub *subject, podMap *kube.Mapping, cg kube.CgroupInfo, ids []string) {
-	sub.pod = podMap.ResolvePod(cg, ids...)
+	sub.pod, sub.byDevice = podMap.ResolvePodByDevice(cg, ids...)
 	sub.podUID = cg.PodUID
 	if sub.podUID == "" && sub.pod != nil {
 		sub.podUID = sub.pod.UID
@@ -170,6 +174,9 @@ type attrState struct {
 	// cgroups caches kube.ParseCgroupPath by path (a steady host's
 	// processes keep theirs); it starts over when memoLimit is reached
 	cgroups map[string]kube.CgroupInfo
+	// place is the sample's processes placed in their pods, and the
+	// holders' UIDs from sample to sample
+	place placement
 }
 
 // memoKey is everything a selector reads of a subject without a vGPU and

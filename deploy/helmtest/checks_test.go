@@ -190,9 +190,13 @@ func checkRBAC(t *testing.T, m *manifests, v chartutil.Values, pools map[string]
 	var want []rbacv1.PolicyRule
 	if on, _ := v.PathValue("kubernetes.podMetadata.enabled"); on == true {
 		source, _ := v.PathValue("kubernetes.podMetadata.source")
+		if sub, _ := v.PathValue("kubernetes.podMetadata.kubeletSubresource"); source == "kubelet" && sub == "pods" {
+			source = "kubelet pods" // the fine-grained grant, /pods alone
+		}
 		want = append(want, map[any]rbacv1.PolicyRule{
-			"apiserver": {APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
-			"kubelet":   {APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}},
+			"apiserver":    {APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+			"kubelet":      {APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}},
+			"kubelet pods": {APIGroups: []string{""}, Resources: []string{"nodes/pods"}, Verbs: []string{"get"}},
 		}[source])
 	}
 	evicting := map[string]bool{}

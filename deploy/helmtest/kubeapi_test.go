@@ -182,3 +182,41 @@ func TestServiceAccountName(t *testing.T) {
 		}
 	}
 }
+
+// TestKubeletPodsGrant: pod metadata from the kubelet is granted
+// nodes/proxy get by default, which also reaches every kubelet's exec,
+// attach and port-forward (a WebSocket upgrade is a GET), or with
+// kubeletSubresource pods nodes/pods get alone (the kubelet's
+// fine-grained authorization, Kubernetes 1.33 and later), and nothing
+// else; the value takes only those two.
+func TestKubeletPodsGrant(t *testing.T) {
+	c := loadChart(t)
+	kubelet := func(sub string) map[string]any {
+		meta := map[string]any{"enabled": true, "source": "kubelet"}
+		if sub != "" {
+			meta["kubeletSubresource"] = sub
+		}
+		return map[string]any{"kubernetes": map[string]any{"podMetadata": meta}}
+	}
+	for _, tc := range []struct{ sub, want string }{
+		{"", "nodes/proxy"},
+		{"proxy", "nodes/proxy"},
+		{"pods", "nodes/pods"},
+	} {
+		m := mustRender(t, c, kubelet(tc.sub))
+		if len(m.clusterRoles) != 1 {
+			t.Fatalf("kubeletSubresource %q: %d ClusterRoles", tc.sub, len(m.clusterRoles))
+		}
+		want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{tc.want}, Verbs: []string{"get"}}}
+		if got := m.clusterRoles[0].Rules; !slices.EqualFunc(got, want, func(a, b rbacv1.PolicyRule) bool {
+			return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) && slices.Equal(a.Verbs, b.Verbs)
+		}) {
+			t.Errorf("kubeletSubresource %q: rules %+v, want %+v", tc.sub, got, want)
+		}
+	}
+	for _, bad := range []string{"nodes/pods", "all"} {
+		if _, err := render(c, kubelet(bad)); err == nil || !strings.Contains(err.Error(), "kubeletSubresource") {
+			t.Errorf("kubeletSubresource %q: error %v, want a schema error naming it", bad, err)
+		}
+	}
+}

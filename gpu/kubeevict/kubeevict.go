@@ -325,9 +325,11 @@ func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
 		strings.Contains(st.Message, "recondition"):
 		// the precondition's refusal (the API server's Status of the pod
 		// saying so): the pod of this name is another than the one whose
-		// process was planned (made since), left be; another conflict
-		// (a PodDisruptionBudget's update) fails as any other status
-		return fmt.Errorf("HTTP %s: the pod %s/%s is not the one planned (UID %s): made since, not evicted: %s", status, pod.Namespace, pod.Name, pod.UID, msg)
+		// process was planned (made since, or the process was placed in
+		// it by its GPU alone and is another pod's), left be; another
+		// conflict (a PodDisruptionBudget's update) fails as any other
+		// status
+		return fmt.Errorf("HTTP %s: the pod %s/%s is not the one planned (UID %s): made since, or the planned process is another pod's; not evicted: %s", status, pod.Namespace, pod.Name, pod.UID, msg)
 	case resp.StatusCode == http.StatusTooManyRequests:
 		return fmt.Errorf("%w (HTTP %s: %s)", ErrBudget, status, msg)
 	default:

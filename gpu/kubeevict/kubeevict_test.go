@@ -157,7 +157,7 @@ func TestRebalance(t *testing.T) {
 			plan:  gpu.Plan{Moves: []gpu.Move{{Tenant: "train", Pod: &gpu.Pod{Namespace: "ml", Name: "train-0", UID: uidMeant}}}},
 			codes: map[string]int{"ml/train-0": http.StatusConflict},
 			paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}, uids: []string{uidMeant},
-			errHas: []string{"eviction of ml/train-0 (tenant train)", "409", "not the one planned (UID " + uidMeant + ")", "does not match the UID in record"}},
+			errHas: []string{"eviction of ml/train-0 (tenant train)", "409", "not the one planned (UID " + uidMeant + ")", "made since, or the planned process is another pod's; not evicted", "does not match the UID in record"}},
 		{name: "a pod of the name made since, storage's wording: failed",
 			plan:  gpu.Plan{Moves: []gpu.Move{{Tenant: "train", Pod: &gpu.Pod{Namespace: "ml", Name: "train-0", UID: uidMeant}}}},
 			codes: map[string]int{"ml/train-0": conflictOfStorage},

@@ -267,7 +267,7 @@ func dwelled[V any](now time.Time, dwell time.Duration, order []string, byGPU ma
 // lists them all in PIDs), else by the PID alone.
 func movePlan(reason string, u tenant.Usage, to string) gpu.Plan {
 	p := gpu.Plan{Reason: reason}
-	seen := map[string]int{} // workload -> its move
+	seen := map[string][]int{} // workload -> its moves
 	for _, pid := range u.PIDs {
 		m := gpu.Move{Tenant: u.Tenant, PID: pid, FromUUID: u.UUID, ToUUID: to}
 		key := fmt.Sprintf("pid %d", pid)
@@ -278,11 +278,19 @@ func movePlan(reason string, u tenant.Usage, to string) gpu.Plan {
 				key = k
 			}
 		}
-		i, ok := seen[key]
-		if !ok {
-			seen[key] = len(p.Moves)
+		// pods of one name and two UIDs (one replaced under its name
+		// while the other's processes still run) are two moves: each
+		// names its UID, which only its pod's eviction meets. A process
+		// whose pod UID is not known joins the name's first move.
+		i := slices.IndexFunc(seen[key], func(i int) bool { return sameUID(p.Moves[i].Pod, m.Pod) })
+		if i < 0 {
+			seen[key] = append(seen[key], len(p.Moves))
 			p.Moves = append(p.Moves, m)
 			continue
+		}
+		i = seen[key][i]
+		if mv := &p.Moves[i]; mv.Pod != nil && mv.Pod.UID == "" {
+			mv.Pod = m.Pod // its UID, where known
 		}
 		if mv := &p.Moves[i]; len(mv.PIDs) == 0 {
 			mv.PIDs = []uint32{mv.PID, pid}
@@ -291,6 +299,12 @@ func movePlan(reason string, u tenant.Usage, to string) gpu.Plan {
 		}
 	}
 	return p
+}
+
+// sameUID says whether a process of pod b may join a move of pod a: they
+// are not pods of two UIDs (nil for none, "" for one not known).
+func sameUID(a, b *gpu.Pod) bool {
+	return a == nil || b == nil || a.UID == "" || b.UID == "" || a.UID == b.UID
 }
 
 // workloadKey names the workload w as a move does: its pod, else its

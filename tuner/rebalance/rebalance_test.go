@@ -289,6 +289,12 @@ func TestRelayoutDrainFailureReportsFailedStart(t *testing.T) {
 // neither is moved by its PID.
 func TestMovePlanNamesWorkloads(t *testing.T) {
 	pod := &gpu.Pod{Namespace: "llm", Name: "chat-0"}
+	const uidA, uidB = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
+	withUID := func(p *gpu.Pod, uid string) *gpu.Pod {
+		c := *p
+		c.UID = uid
+		return &c
+	}
 	tests := []struct {
 		name string
 		u    tenant.Usage
@@ -299,6 +305,17 @@ func TestMovePlanNamesWorkloads(t *testing.T) {
 		{"one pod, two processes", tenant.Usage{Tenant: "a", UUID: "GPU-0", PIDs: []uint32{3, 4},
 			Workloads: []tenant.Workload{{PID: 3, Pod: pod}, {PID: 4, Pod: pod}}},
 			`[{"tenant":"a","pid":3,"pids":[3,4],"from_uuid":"GPU-0","to_uuid":"GPU-1","pod":{"namespace":"llm","name":"chat-0"}}]`},
+		// one replaced under its name (forced out: the new one started
+		// while the old one's processes still run): two pods, a move
+		// each, each naming its own UID for the eviction to meet
+		{"one pod name, two UIDs", tenant.Usage{Tenant: "a", UUID: "GPU-0", PIDs: []uint32{3, 4, 5},
+			Workloads: []tenant.Workload{{PID: 3, Pod: withUID(pod, uidA)}, {PID: 4, Pod: withUID(pod, uidB)}, {PID: 5, Pod: withUID(pod, uidA)}}},
+			`[{"tenant":"a","pid":3,"pids":[3,5],"from_uuid":"GPU-0","to_uuid":"GPU-1","pod":{"namespace":"llm","name":"chat-0","uid":"` + uidA + `"}},` +
+				`{"tenant":"a","pid":4,"from_uuid":"GPU-0","to_uuid":"GPU-1","pod":{"namespace":"llm","name":"chat-0","uid":"` + uidB + `"}}]`},
+		// a process whose cgroup was not read: its pod's UID not known
+		{"one pod, a process of no known UID", tenant.Usage{Tenant: "a", UUID: "GPU-0", PIDs: []uint32{3, 4},
+			Workloads: []tenant.Workload{{PID: 3, Pod: pod}, {PID: 4, Pod: withUID(pod, uidA)}}},
+			`[{"tenant":"a","pid":3,"pids":[3,4],"from_uuid":"GPU-0","to_uuid":"GPU-1","pod":{"namespace":"llm","name":"chat-0","uid":"` + uidA + `"}}]`},
 		{"a service and a bare process", tenant.Usage{Tenant: "a", UUID: "GPU-0", PIDs: []uint32{3, 4, 5},
 			Workloads: []tenant.Workload{{PID: 3, Unit: "train.service"}, {PID: 5, Unit: "train.service"}}},
 			`[{"tenant":"a","pid":3,"pids":[3,5],"from_uuid":"GPU-0","to_uuid":"GPU-1","unit":"train.service"},{"tenant":"a","pid":4,"from_uuid":"GPU-0","to_uuid":"GPU-1"}]`},
