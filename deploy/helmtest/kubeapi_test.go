@@ -184,11 +184,11 @@ func TestServiceAccountName(t *testing.T) {
 }
 
 // TestKubeletPodsGrant: pod metadata from the kubelet is granted
-// nodes/proxy get by default, which also reaches every kubelet's exec,
-// attach and port-forward (a WebSocket upgrade is a GET), or with
-// kubeletSubresource pods nodes/pods get alone (the kubelet's
-// fine-grained authorization, Kubernetes 1.33 and later), and nothing
-// else; the value takes only those two.
+// nodes/pods get alone by default (the kubelet's fine-grained
+// authorization, Kubernetes 1.33 and later), or with kubeletSubresource
+// proxy nodes/proxy get, which also reaches every kubelet's exec, attach
+// and port-forward (a WebSocket upgrade is a GET), and nothing else; the
+// value takes only those two.
 func TestKubeletPodsGrant(t *testing.T) {
 	c := loadChart(t)
 	kubelet := func(sub string) map[string]any {
@@ -199,7 +199,7 @@ func TestKubeletPodsGrant(t *testing.T) {
 		return map[string]any{"kubernetes": map[string]any{"podMetadata": meta}}
 	}
 	for _, tc := range []struct{ sub, want string }{
-		{"", "nodes/proxy"},
+		{"", "nodes/pods"},
 		{"proxy", "nodes/proxy"},
 		{"pods", "nodes/pods"},
 	} {

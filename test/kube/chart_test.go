@@ -118,6 +118,11 @@ func TestChartOnKubernetes(t *testing.T) {
 		"--set", "kubernetes.podInfo.enabled=true")
 	first := c.waitExporterReady(ctx, "")
 	step("helm install: DaemonSet pod " + first + " Running and Ready")
+	// The kubelet's /pods read with the chart's default grant, nodes/pods
+	// get alone (the kubelet authorizes through the API server: Webhook).
+	if rules := c.roleRules(ctx); !slices.Equal(rules, []string{"nodes/pods:get"}) {
+		t.Fatalf("ClusterRole %s.%s rules %v: want nodes/pods:get alone", releaseNS, release, rules)
+	}
 	c.checkMonitoringObjects(ctx)
 
 	// /metrics through the API server's service proxy: the simulated GPUs.
@@ -174,7 +179,7 @@ func TestChartOnKubernetes(t *testing.T) {
 
 	// helm upgrade: tenants named by the pods' team label, which only the
 	// pod metadata carries, now read from the API server (the chart's
-	// default source: RBAC pods list instead of nodes/proxy); the
+	// default source: RBAC pods list instead of nodes/pods); the
 	// tuner in enforce with the built-in eviction as its rebalancing hook,
 	// as docs/deploy.md sets it up, which grants the service account
 	// pods/eviction. (No tenant has an SLO yet, so the tuner plans no move:
@@ -225,7 +230,7 @@ func TestChartOnKubernetes(t *testing.T) {
 
 // checkMetadataSource: the release reads pod metadata from the API server
 // (the address this cluster's pods reach it at), with RBAC pods list and
-// no nodes/proxy, and sends the built-in eviction's there.
+// no nodes/ grant, and sends the built-in eviction's there.
 func (c *cluster) checkMetadataSource(ctx context.Context) {
 	t := c.t
 	t.Helper()
@@ -240,17 +245,24 @@ func (c *cluster) checkMetadataSource(ctx context.Context) {
 			t.Fatalf("exporter args %s: no %s", args, want)
 		}
 	}
+	if rules := c.roleRules(ctx); !slices.Contains(rules, "pods:list") || slices.Contains(rules, "nodes/proxy:get") || slices.Contains(rules, "nodes/pods:get") {
+		t.Fatalf("ClusterRole %s.%s rules %v: want pods:list, no nodes/proxy:get or nodes/pods:get", releaseNS, release, rules)
+	}
+}
+
+// roleRules are the release's ClusterRole's rules, each as
+// "resources:verbs".
+func (c *cluster) roleRules(ctx context.Context) []string {
+	c.t.Helper()
 	role, err := c.client.RbacV1().ClusterRoles().Get(ctx, releaseNS+"."+release, metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
 	var rules []string
 	for _, r := range role.Rules {
 		rules = append(rules, strings.Join(r.Resources, ",")+":"+strings.Join(r.Verbs, ","))
 	}
-	if !slices.Contains(rules, "pods:list") || slices.Contains(rules, "nodes/proxy:get") {
-		t.Fatalf("ClusterRole %s.%s rules %v: want pods:list, no nodes/proxy:get", releaseNS, release, rules)
-	}
+	return rules
 }
 
 // helm runs the helm binary against the cluster, with its own state.
