@@ -179,7 +179,7 @@ func TestTunerKnobAvailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `
-# HELP vgpu_tuner_knob_available 1 where the host's backends can turn the knob on the GPU, 0 where no backend drives it or every one lists its knobs and leaves it out there (the tuner then refuses its changes untried); for each GPU of the latest round and each knob.
+# HELP vgpu_tuner_knob_available 1 where the host's backends can turn the knob on the GPU, 0 where no backend drives it, every one lists its knobs and leaves it out there, or every one withholds it there (an MPS client's cap without --mps.restart-hook) (the tuner then refuses its changes untried); for each GPU of the latest round and each knob.
 # TYPE vgpu_tuner_knob_available gauge
 vgpu_tuner_knob_available{gpu="0",knob="compute_timeslice",uuid="GPU-0"} 0
 vgpu_tuner_knob_available{gpu="0",knob="locked_clocks",uuid="GPU-0"} 0

@@ -107,6 +107,20 @@ type MPSActuator interface {
 	RestartClient(ctx context.Context, uuid string, pid uint32, tenant string) error
 }
 
+// KnobWithholder is an actuator that lists a knob on a GPU
+// (CapabilityLister) but cannot turn it there the way the tuner does, and
+// says why: the MPS controller without a restart hook, where a client's
+// cap would never reach the client (a running client cannot be changed;
+// one that restarts by itself is started by its own supervisor, which
+// hands it no such value). The tuner counts such a knob not available
+// and refuses its changes, not their reverts, untried.
+type KnobWithholder interface {
+	// Withheld says why knob k cannot be turned on the GPU uuid; "" where
+	// it can. Like Capabilities it does not wait on a call: the tuner asks
+	// it of every GPU every round.
+	Withheld(uuid string, k Knob) string
+}
+
 // Hooked is an actuator whose slow calls (an MPS client's restart, a
 // rebalancing plan or a move) run an outside program or wait on another
 // system, for as long as that takes (minutes, up to its timeout): the

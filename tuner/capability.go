@@ -26,6 +26,10 @@ type KnobAvailability struct {
 	// the GPU, where every one of them lists its capabilities; nil where
 	// one lists none.
 	Listed []gpu.Knob
+	// Withheld says why the knob is not available where every backend
+	// that drives it withholds it on the GPU (gpu.KnobWithholder): the
+	// MPS controller without a restart hook. "" otherwise.
+	Withheld string
 }
 
 // Why says why the knob is not available on the GPU ("" where it is).
@@ -35,6 +39,8 @@ func (k KnobAvailability) Why() string {
 		return ""
 	case !k.Driven:
 		return "no backend of this host drives " + string(k.Knob)
+	case k.Withheld != "":
+		return k.Withheld
 	case len(k.Listed) == 0:
 		return "not available on this GPU (its backends list no knob there)"
 	}
@@ -49,7 +55,8 @@ func (k KnobAvailability) Why() string {
 // GPU uuid, by the lists of the backends of the mechanisms mechs (nil: all
 // of Mechanisms): not where no backend drives it, nor where every backend
 // of its mechanisms lists its capabilities (gpu.CapabilityLister) and none
-// lists k for that GPU. Where one of them lists none (it does not list
+// lists k for that GPU, nor where every one withholds k there
+// (gpu.KnobWithholder). Where one of them lists none (it does not list
 // capabilities, or lists nothing for the GPU: a backend that cannot read
 // it now, a GPU down, answers so), the knob counts as available: unknown
 // is not "no". caps serves the lists (nil: asked of each backend).
@@ -67,11 +74,21 @@ func knobAvailability(ac Actuators, uuid string, k gpu.Knob, mechs []Mechanism, 
 }
 
 // backendList is a mechanism's backend as knobAvailability looks at it for
-// one GPU: whether the host has it, whether it lists capabilities, and
-// what it lists for the GPU.
+// one GPU: whether the host has it, whether it lists capabilities, what
+// it lists for the GPU, and whether it withholds its knobs there (why).
 type backendList struct {
 	driven, lister bool
 	listed         []gpu.Knob
+	withholder     gpu.KnobWithholder
+	uuid           string
+}
+
+// withheld says why b withholds knob k on its GPU; "" where it does not.
+func (b backendList) withheld(k gpu.Knob) string {
+	if b.withholder == nil {
+		return ""
+	}
+	return b.withholder.Withheld(b.uuid, k)
 }
 
 // listOf is m's backend in ac and its list for the GPU uuid (served by caps).
@@ -80,11 +97,12 @@ func listOf(ac Actuators, m Mechanism, uuid string, caps capCache) backendList {
 	if !ok {
 		return backendList{}
 	}
+	w, _ := b.(gpu.KnobWithholder)
 	cl, ok := b.(gpu.CapabilityLister)
 	if !ok {
-		return backendList{driven: true}
+		return backendList{driven: true, withholder: w, uuid: uuid}
 	}
-	return backendList{driven: true, lister: true, listed: caps.list(cl, uuid)}
+	return backendList{driven: true, lister: true, listed: caps.list(cl, uuid), withholder: w, uuid: uuid}
 }
 
 // availabilityFrom is knobAvailability of k from the backends of mechs,
@@ -92,12 +110,17 @@ func listOf(ac Actuators, m Mechanism, uuid string, caps capCache) backendList {
 func availabilityFrom(k gpu.Knob, mechs []Mechanism, backs []backendList) KnobAvailability {
 	out := KnobAvailability{Knob: k}
 	var listed []gpu.Knob
-	known := true
+	known, open, withheld := true, false, ""
 	for i, m := range mechs {
 		if !backs[i].driven || !slices.Contains(m.Knobs, k) {
 			continue
 		}
 		out.Driven = true
+		if why := backs[i].withheld(k); why != "" {
+			withheld = why
+			continue
+		}
+		open = true
 		l := backs[i].listed
 		if !backs[i].lister || len(l) == 0 {
 			known = false
@@ -112,6 +135,8 @@ func availabilityFrom(k gpu.Knob, mechs []Mechanism, backs []backendList) KnobAv
 	}
 	switch {
 	case !out.Driven:
+	case !open:
+		out.Withheld = withheld
 	case !known:
 		out.Available = true
 	default:

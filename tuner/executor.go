@@ -447,8 +447,8 @@ var Mechanisms = []Mechanism{
 // client (naming the action's tenant, for the restart hook) so that it
 // takes effect; when the restart fails, the previous
 // fraction is set back, so that the new one does not wait for a later
-// restart. A host without client restarts leaves the fraction pending
-// (errRestartPending).
+// restart. A host without client restarts leaves a restore's original
+// pending (errRestartPending); a change there is refused untried (withheld).
 func applyMPS(ctx context.Context, mps gpu.MPSActuator, a Action, f Fraction) error {
 	if err := mps.SetMPSActiveThreads(ctx, a.GPU, a.PID, float64(f)); err != nil {
 		return err

@@ -153,10 +153,26 @@ func mechanism[I any](name string, apply func(ctx context.Context, act I, a Acti
 			if !ok {
 				return notSupported(a.Knob)
 			}
+			if why := withheld(act, a); why != "" {
+				return fmt.Errorf("%s: %w", why, gpu.ErrNotSupported)
+			}
 			return apply(ctx, act, a)
 		}
 	}
 	return m
+}
+
+// withheld says why act withholds the knob of a, a change that is not a
+// revert, on its GPU (gpu.KnobWithholder): refused with no call, as the
+// knob's availability says (the MPS controller without a restart hook,
+// whose client cap would be pending for good). A revert, a restore, sets
+// back what an earlier call set. "" where it may be tried.
+func withheld(act any, a Action) string {
+	w, ok := act.(gpu.KnobWithholder)
+	if !ok || a.Revert {
+		return ""
+	}
+	return w.Withheld(a.GPU, a.Knob)
 }
 
 // valued adapts set, which sets a knob to a value of type V, into the

@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/gpu/mps"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 )
 
@@ -19,9 +21,10 @@ var noRestartHook = map[string]error{"RestartClient": fmt.Errorf("no restart hoo
 
 // checkRestoredPending checks that the decisions d hold one MPS restore,
 // restored and pending until the client's next context, that err is nil
-// (the exit status stays 0), that no restore failure was counted and that
-// the journal holds no original open, a restored record saying pending.
-func checkRestoredPending(t *testing.T, tu *Tuner, j *Journal, d []Decision, err error) {
+// (the exit status stays 0), that it counted no restore failure (failed
+// were counted before it) and that the journal holds no original open, a
+// restored record saying pending.
+func checkRestoredPending(t *testing.T, tu *Tuner, j *Journal, d []Decision, err error, failed uint64) {
 	t.Helper()
 	if err != nil {
 		t.Errorf("restore: %v, want none", err)
@@ -29,7 +32,7 @@ func checkRestoredPending(t *testing.T, tu *Tuner, j *Journal, d []Decision, err
 	if len(d) != 1 || d[0].Outcome != OutcomeRestored || !strings.Contains(d[0].Reason, whyPending) {
 		t.Errorf("decisions %+v, want the cap restored, pending", d)
 	}
-	if n := tu.Status().Counts.RestoreFailures; n != 0 {
+	if n := tu.Status().Counts.RestoreFailures - failed; n != 0 {
 		t.Errorf("%d restore failures counted, want none", n)
 	}
 	if o := j.Originals(); len(o) != 0 {
@@ -40,30 +43,56 @@ func checkRestoredPending(t *testing.T, tu *Tuner, j *Journal, d []Decision, err
 	}
 }
 
+// noHookHost is a host without an MPS client restart (no
+// --mps.restart-hook, the default): the client cap withheld, a restart
+// not supported.
+func noHookHost() *recorder {
+	return &recorder{fakeControl{Errs: noRestartHook, NoRestartHook: mps.NoRestartHook}}
+}
+
 // On a host without an MPS client restart (no --mps.restart-hook, the
-// default) a cap is set and left pending until the client starts a new
-// context, as the change said; its restore sets the original back the
-// same way, and is settled as restored, pending, at exit and at the next
+// default) a cap an earlier run set (with a restart hook) is restored
+// by setting the original back, pending until the client starts a new
+// context (which, started by its own supervisor, gets no cap of the
+// exporter's), settled as restored, pending, at exit and at the next
 // start alike: the original closed (a later call would make the same call
 // again, and no call of the tuner's restarts the client there), no failure
 // counted, the exit status 0. Before, every restore of an MPS cap there
 // failed ("MPS fraction pending: the host has no client restart"): a
 // restore failure counted at every exit and start, the original open for
-// good, the exit status non-zero.
+// good, the exit status non-zero. (A cap of this run's is refused there,
+// untried: TestMPSClientCapWithoutRestartHook. At exit: the earlier run's
+// cap whose restore at this start failed, kept open, a policy's cap of the
+// client refused with no call.)
 func TestMPSRestorePendingWithoutRestartHook(t *testing.T) {
 	t.Run("at exit", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "journal")
-		j := openJournal(t, path)
-		rec := &recorder{fakeControl{Errs: noRestartHook}}
-		tu, clk := newTestTuner(t, ModeEnforce, rec, []Action{mpsAction(7, 1, 0.4)}, j)
-		d, err := tu.RunOnce(context.Background(), emptySnap(t0))
-		if err != nil || len(d) != 1 || d[0].Outcome != OutcomeApplied || !strings.Contains(d[0].Reason, whyPending) {
-			t.Fatalf("round: %+v, %v; want the cap applied, pending", d, err)
+		j := reopen(t, writeJournal(t, path, mpsOriginal(7, Identity{})), path)
+		rec := noHookHost()
+		rec.Errs = map[string]error{"SetMPSActiveThreads": errors.New("MPS control daemon not answering")}
+		clk := gpu.NewManualClock(t0.Add(time.Hour))
+		tu, err := New(Options{Policy: fixed{mpsAction(7, 1, 0.2)}, Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, err := tu.Recover(ctx, emptySnap(clk.Now())); err == nil {
+			t.Fatal("the start's restore succeeded, want it failed")
+		}
+		failed := tu.Status().Counts.RestoreFailures
+		rec.Errs, rec.Calls = noRestartHook, nil
+		clk.Advance(time.Minute)
+		d, err := tu.RunOnce(ctx, emptySnap(clk.Now()))
+		if err != nil || len(d) != 1 || d[0].Outcome != OutcomeRefused || !strings.Contains(d[0].Reason, mps.NoRestartHook) {
+			t.Fatalf("round: %+v, %v; want the cap refused: %s", d, err, mps.NoRestartHook)
+		}
+		if o := j.Originals(); len(rec.Calls) != 0 || len(o) != 1 {
+			t.Fatalf("calls %q, originals %+v; want none, the earlier run's kept", rec.Calls, o)
 		}
 		clk.Advance(time.Minute)
-		d, err = tu.Restore(context.Background())
-		checkRestoredPending(t, tu, j, d, err)
-		if want := []string{"SetMPSActiveThreads(GPU-0,7,0.4000)", "RestartClient(GPU-0,7)", "SetMPSActiveThreads(GPU-0,7,1.0000)", "RestartClient(GPU-0,7)"}; !slices.Equal(rec.Calls, want) {
+		d, err = tu.Restore(ctx)
+		checkRestoredPending(t, tu, j, d, err, failed)
+		if want := []string{"SetMPSActiveThreads(GPU-0,7,1.0000)", "RestartClient(GPU-0,7)"}; !slices.Equal(rec.Calls, want) {
 			t.Errorf("calls %q, want %q", rec.Calls, want)
 		}
 		j.Close()
@@ -74,14 +103,14 @@ func TestMPSRestorePendingWithoutRestartHook(t *testing.T) {
 	t.Run("at the next start", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "journal")
 		j := reopen(t, writeJournal(t, path, mpsOriginal(7, Identity{})), path)
-		rec := &recorder{fakeControl{Errs: noRestartHook}}
+		rec := noHookHost()
 		clk := gpu.NewManualClock(t0.Add(time.Hour))
 		tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(rec), Journal: j, Clock: clk, Mode: ModeEnforce})
 		if err != nil {
 			t.Fatal(err)
 		}
 		d, err := tu.Recover(context.Background(), emptySnap(clk.Now()))
-		checkRestoredPending(t, tu, j, d, err)
+		checkRestoredPending(t, tu, j, d, err, 0)
 	})
 }
 
@@ -90,19 +119,23 @@ func TestMPSRestorePendingWithoutRestartHook(t *testing.T) {
 // settled as restored, pending, as at exit; the tuner holds the original
 // pending, as it holds a change's, so the round after it reads the client
 // at its original, not at the cap its running context keeps (the
-// reading), and a policy's cap then journals that original. (Kept as the
-// reading says, the new original would be the earlier run's cap, 40%,
-// and the exit would "restore" the client to it.)
+// reading): a policy sees it at 100%, not at the earlier run's 40%, and
+// its cap is refused there, untried, no original journaled. (Kept as the
+// reading says, the client would read as capped already; on a host whose
+// caps were tried, a later cap would journal 40% as the original, and the
+// exit would "restore" the client to it.)
 func TestMPSRestorePendingInRound(t *testing.T) {
 	at := t0.Add(time.Hour)
 	host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}}
-	host.Errs = noRestartHook
+	host.Errs, host.NoRestartHook = noRestartHook, mps.NoRestartHook
+	var read []Fraction // the client's fraction as the policy reads it
 	var decide deciderFunc = func(s *State) []Action {
 		tg := Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 10}
 		for _, d := range s.UpDevices() {
 			for _, p := range d.Processes {
 				if p.PID == tg.PID {
-					return []Action{{Target: tg, Tenant: "embed", Current: s.MPSFraction(tg, p.MPSActiveThreads), Want: Fraction(0.5), Restart: true, Reason: "test"}}
+					read = append(read, s.MPSFraction(tg, p.MPSActiveThreads))
+					return []Action{{Target: tg, Tenant: "embed", Current: read[len(read)-1], Want: Fraction(0.5), Restart: true, Reason: "test"}}
 				}
 			}
 		}
@@ -119,10 +152,16 @@ func TestMPSRestorePendingInRound(t *testing.T) {
 		return s
 	}
 	d := roundAt(t, tu, clk, listed(at.Add(30*time.Second)))
-	checkRestoredPending(t, tu, j, d, nil)
+	checkRestoredPending(t, tu, j, d, nil, 0)
 	tu.o.Policy = decide
-	roundAt(t, tu, clk, listed(at.Add(45*time.Second)))
-	if o := j.Originals(); len(o) != 1 || o[0].Value != Fraction(1) {
-		t.Errorf("originals after the next cap %+v, want 100%% (the original set back, pending), not the reading", o)
+	d = roundAt(t, tu, clk, listed(at.Add(45*time.Second)))
+	if !slices.Equal(read, []Fraction{1}) {
+		t.Errorf("the policy read the client at %v, want 100%% (the original set back, pending), not the reading", read)
+	}
+	if len(d) != 1 || d[0].Outcome != OutcomeRefused || !strings.Contains(d[0].Reason, mps.NoRestartHook) {
+		t.Errorf("decisions %+v, want the cap refused: %s", d, mps.NoRestartHook)
+	}
+	if o := j.Originals(); len(o) != 0 {
+		t.Errorf("originals after the refused cap %+v, want none", o)
 	}
 }

@@ -22,7 +22,8 @@ var (
 
 // mpsDaemon is an MPS controller of a daemon whose server 100 runs at
 // server% active threads (a shell word) with clients 7 and 8, restarting a
-// client with hook, on clk; its fake records the hook's calls.
+// client with hook ("": no restart hook), on clk; its fake records the
+// hook's calls.
 func mpsDaemon(t *testing.T, server, hook string, clk gpu.Clock) (*mps.Controller, *commandtest.Fake) {
 	t.Helper()
 	f := commandtest.New(t)
@@ -41,9 +42,18 @@ esac`
 		ControlBinary: f.Script(t, "nvidia-cuda-mps-control", daemon),
 		PipeDirectory: pipe,
 		Timeout:       10 * time.Second,
-		RestartHook:   f.Script(t, "restart-hook", hook),
+		RestartHook:   restartHook(t, f, hook),
 		Clock:         clk,
 	}), f
+}
+
+// restartHook is the path of a restart hook script running hook, none
+// where hook is "".
+func restartHook(t *testing.T, f *commandtest.Fake, hook string) string {
+	if hook == "" {
+		return ""
+	}
+	return f.Script(t, "restart-hook", hook)
 }
 
 // TestMPSSetBackUnderServerBelowFull: NVML reads no per-process MPS

@@ -68,7 +68,7 @@ func addActuatorFlags(app *kingpin.Application, c *actuatorConfig) {
 	app.Flag("mps.pipe-directory", "CUDA_MPS_PIPE_DIRECTORY of the MPS control daemon (the Kubernetes device plugin's daemon of a resource uses /run/nvidia/mps/RESOURCE/pipe, e.g. /run/nvidia/mps/nvidia.com/gpu/pipe). Default: $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps.").
 		Default(pipe).PlaceHolder("DIR").StringVar(&c.MPSPipeDirectory)
 	flagvalue.Duration(app, flagMPSTimeout, "Timeout of one MPS control daemon command.", mps.DefaultTimeout.String(), &c.MPSTimeout)
-	app.Flag("mps.restart-hook", "Program run to restart an MPS client (or switch over to a standby) so that a new active-thread percentage takes effect; called as HOOK TENANT PID GPU_UUID FRACTION (docs/backends.md). Default: none, so changes wait for the client's own restart. Not run with --backend=sim (warned of), whose clients restart in the simulation.").
+	app.Flag("mps.restart-hook", "Program run to restart an MPS client (or switch over to a standby) so that a new active-thread percentage takes effect; called as HOOK TENANT PID GPU_UUID FRACTION (docs/backends.md). Default: none, so a client's active-thread cap is not available (nothing would start the client with it). Not run with --backend=sim (warned of), whose clients restart in the simulation.").
 		PlaceHolder("PATH").StringVar(&c.MPSRestartHook)
 	flagvalue.Duration(app, flagMPSRestartTimeout, "Timeout of one run of --mps.restart-hook.", mps.DefaultRestartTimeout.String(), &c.MPSRestartTimeout)
 	app.Flag("nvidia-smi.path", "nvidia-smi used to set the compute time-slice level (nvidia-smi compute-policy); empty disables the time-slice actuator.").

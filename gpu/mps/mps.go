@@ -149,6 +149,7 @@ var (
 	_ gpu.MPSActuator      = (*Controller)(nil)
 	_ gpu.MPSSuccessors    = (*Controller)(nil)
 	_ gpu.CapabilityLister = (*Controller)(nil)
+	_ gpu.KnobWithholder   = (*Controller)(nil)
 )
 
 // New returns a Controller without checking that the daemon runs (see
@@ -224,7 +225,9 @@ func (c *Controller) Capabilities(uuid string) []gpu.Knob {
 //     from now on get it, so each of its current clients becomes pending;
 //   - for a client, nothing is sent to the daemon (a running client cannot
 //     be changed): the fraction is pending until RestartClient starts its
-//     successor with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE. A client's value can
+//     successor with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE. Without a restart
+//     hook nothing does (Withheld): a client that restarts by itself
+//     gets its server's value, not this one. A client's value can
 //     only lower its server's, so a fraction at or above the server's is
 //     the server's: the successor is started with the server's value,
 //     which lowers nothing under that server (so 1, a client nobody
@@ -313,10 +316,6 @@ func (c *Controller) SetMPSPinnedMemoryLimit(ctx context.Context, uuid string, p
 	c.update(uuid, pid, RoleClient, server, func(s *ClientState) { s.PendingPinnedBytes = &b })
 	return nil
 }
-
-// RunsHooks implements gpu.Hooked: a client's restart runs the restart
-// hook, where one is configured.
-func (c *Controller) RunsHooks() bool { return c.opts.RestartHook != "" }
 
 // RestartClient runs the restart hook for the MPS client with this PID, so
 // that a serving stack starts a successor (or switches over to a standby)

@@ -391,6 +391,27 @@ func TestRestartWithoutHook(t *testing.T) {
 	}
 }
 
+// Without a restart hook a client's cap (or pinned memory limit) would
+// never reach the client: the controller withholds both knobs, saying
+// why; with one it withholds nothing. Before, it said nothing, and the
+// tuner held such a cap pending for good.
+func TestWithheldWithoutHook(t *testing.T) {
+	for _, tc := range []struct {
+		hook string
+		want string
+	}{{"", NoRestartHook}, {"echo ok", ""}} {
+		c := newRig(t, daemon, tc.hook, nil).c
+		for _, k := range []gpu.Knob{gpu.KnobMPSActiveThreads, gpu.KnobMPSPinnedMemory} {
+			if got := c.Withheld(uuid, k); got != tc.want {
+				t.Errorf("hook %q: %s withheld %q, want %q", tc.hook, k, got, tc.want)
+			}
+		}
+		if got := c.Withheld(uuid, gpu.KnobPauseDuty); got != "" {
+			t.Errorf("hook %q: %s withheld %q, want nothing", tc.hook, gpu.KnobPauseDuty, got)
+		}
+	}
+}
+
 func TestObserve(t *testing.T) {
 	r := newRig(t, daemon, "", nil)
 	if err := r.c.SetMPSActiveThreads(context.Background(), uuid, 201, 0.3); err != nil {

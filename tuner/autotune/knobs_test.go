@@ -26,6 +26,7 @@ func TestUnavailableKnobs(t *testing.T) {
 	full := 1.0
 	dvfs := scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2, maxMHz: 1980}
 	alone := scene{mode: gpu.SharingMPS, fast: violating, p99: 2, maxMHz: 1980}
+	mpsHot := scene{mode: gpu.SharingMPS, embedCap: &full, fast: violating, p99: 2}
 	energy := scene{mode: gpu.SharingMPS, fast: fine, p99: 0.3, power: 700, maxMHz: 1980}
 	timeSliced := scene{mode: gpu.SharingTimeSlice, embedCap: &full, fast: violating, p99: 2, timeSlice: gpu.TimeSliceDefault}
 	weighted := &gpu.VGPUScheduler{Policy: gpu.VGPUPolicyBestEffort, Log: []gpu.VGPUSchedulerLogEntry{{Runlist: 0, Weight: 4}, {Runlist: 1, Weight: 1}}}
@@ -48,6 +49,10 @@ func TestUnavailableKnobs(t *testing.T) {
 			nil, ""},
 		{"DVFS violation, no MPS cap: the lock alone", dvfs, []gpu.Knob{gpu.KnobMPSActiveThreads}, false, nil,
 			[]string{"GPU-0/locked_clocks=1980-1980MHz"}, "between requests"},
+		{"a violation, no MPS cap (no restart hook), the pause: the pause alone", mpsHot, []gpu.Knob{gpu.KnobMPSActiveThreads}, true, nil,
+			[]string{"GPU-0/pause_duty/pid2=30%"}, "no restart"},
+		{"a violation, neither MPS cap nor pause: nothing", mpsHot, []gpu.Knob{gpu.KnobMPSActiveThreads}, false, nil,
+			nil, ""},
 		{"deep slack, no clock lock: the power limit for energy", energy, []gpu.Knob{gpu.KnobLockedClocks}, false, nil,
 			[]string{"GPU-0/power_limit=490W"}, "lower the power limit"},
 		{"deep slack, neither clock lock nor power limit: nothing", energy, []gpu.Knob{gpu.KnobLockedClocks, gpu.KnobPowerLimit}, false, nil,

@@ -35,6 +35,17 @@ func Snapshot(at time.Time, devs []gpu.Device, usage []tenant.Usage) *tenant.Sna
 type FakeControl struct {
 	Calls []string
 	Errs  map[string]error // method name -> error
+	// NoRestartHook, when set, is why the MPS knobs are withheld
+	// (gpu.KnobWithholder), as by an MPS controller without a restart hook.
+	NoRestartHook string
+}
+
+// Withheld says NoRestartHook of the MPS knobs.
+func (f *FakeControl) Withheld(_ string, k gpu.Knob) string {
+	if k != gpu.KnobMPSActiveThreads && k != gpu.KnobMPSPinnedMemory {
+		return ""
+	}
+	return f.NoRestartHook
 }
 
 // Do records a call of method with args and answers its configured error.
