@@ -27,7 +27,7 @@ type SamplerStats struct {
 // Sampler polls a Source every Interval on an injected Clock and publishes
 // each successful Readings to its subscribers and through Latest. A failing
 // sample is counted and logged, never fatal: the last good readings stay
-// published.
+// published, and the failure's subscribers are told of it.
 type Sampler struct {
 	src      Source
 	clock    Clock
@@ -39,10 +39,11 @@ type Sampler struct {
 
 	latest atomic.Pointer[Readings]
 
-	mu    sync.Mutex
-	subs  []func(*Readings)
-	stats SamplerStats // stats.LastError is the previous sample's error, "" after a success
-	known map[string]identity
+	mu       sync.Mutex
+	subs     []func(*Readings)
+	failSubs []func(SamplerStats)
+	stats    SamplerStats // stats.LastError is the previous sample's error, "" after a success
+	known    map[string]identity
 }
 
 // identity is what a GPU's last good reading said of its sharing mode and
@@ -81,6 +82,16 @@ func (s *Sampler) Subscribe(f func(*Readings)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.subs = append(s.subs, f)
+}
+
+// SubscribeFailures registers f to run after each failed sample, on the
+// sampler's goroutine, with the sampler's figures as of that sample (the
+// last successful sample's readings and snapshot stay published: f
+// publishes the new figures). Subscribe before Run.
+func (s *Sampler) SubscribeFailures(f func(SamplerStats)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failSubs = append(s.failSubs, f)
 }
 
 // Latest returns the most recent successful Readings, or nil before the first.
@@ -122,6 +133,7 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 		s.stats.ErrorsTotal++
 		s.stats.ConsecutiveErr++
 		s.stats.LastError = err.Error()
+		st, fs := s.stats, slices.Clone(s.failSubs)
 		s.mu.Unlock()
 		// Log a repeating error once, then at debug level.
 		lvl := level.Debug
@@ -129,6 +141,9 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 			lvl = level.Error
 		}
 		lvl(s.logger).Log("msg", "sample failed", "backend", s.src.Name(), "err", err)
+		for _, f := range fs {
+			f(st)
+		}
 		return err
 	}
 	if s.stats.LastError != "" {
