@@ -124,3 +124,18 @@ func TestPageCurrentWhileSamplesFail(t *testing.T) {
 		}
 	}
 }
+
+// While a sample hangs nothing is published, yet the tuner's rounds go on:
+// its status is part of what the page is rendered for, so that its last
+// run is served (a scrape later) instead of the one the page was last
+// rendered with, which would have VGPUTunerRoundsStalled fire.
+func TestTunerRoundsServedWhileSampleHangs(t *testing.T) {
+	f := newPageFixture(t)
+	for range 3 { // rounds with no sample returning in between
+		f.round(t)
+		want := float64(f.clock.Now().Unix())
+		waitUntil(t, "the last round served", func() bool {
+			return scrapeValue(t, f.h, "vgpu_tuner_last_run_timestamp_seconds") == want
+		})
+	}
+}
