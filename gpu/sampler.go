@@ -22,6 +22,12 @@ type SamplerStats struct {
 	LastError      string        // empty after a success
 	ConsecutiveErr int
 	Interval       time.Duration // the sampler's interval: one sample is asked for each
+	// PublishDuration is the wall time the subscribers of the last sample
+	// whose subscribers have returned took (building and publishing its
+	// snapshot, rendering the pages; after a failed sample, publishing
+	// its figures): time the sample's interval spends besides the
+	// backend's call, LastDuration.
+	PublishDuration time.Duration
 }
 
 // Sampler polls a Source every Interval on an injected Clock and publishes
@@ -141,9 +147,11 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 			lvl = level.Error
 		}
 		lvl(s.logger).Log("msg", "sample failed", "backend", s.src.Name(), "err", err)
-		for _, f := range fs {
-			f(st)
-		}
+		s.notify(func() {
+			for _, f := range fs {
+				f(st)
+			}
+		})
 		return err
 	}
 	if s.stats.LastError != "" {
@@ -157,10 +165,23 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 	s.mu.Unlock()
 
 	s.latest.Store(r)
-	for _, f := range subs {
-		f(r)
-	}
+	s.notify(func() {
+		for _, f := range subs {
+			f(r)
+		}
+	})
 	return nil
+}
+
+// notify runs the subscribers through tell and records the wall time
+// they took (PublishDuration).
+func (s *Sampler) notify(tell func()) {
+	start := time.Now() // wall time, as the sample's
+	tell()
+	took := time.Since(start)
+	s.mu.Lock()
+	s.stats.PublishDuration = took
+	s.mu.Unlock()
 }
 
 // Run samples immediately and then every interval until ctx is done. A

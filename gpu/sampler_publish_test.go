@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -34,4 +35,24 @@ func TestSamplerTellsFailures(t *testing.T) {
 	if want := [][2]uint64{{2, 1}, {3, 2}, {5, 1}}; !slices.Equal(got, want) {
 		t.Errorf("failures told (samples, in a row) %v, want %v", got, want)
 	}
+}
+
+// The time the subscribers take (building and publishing the snapshot,
+// rendering the pages) is the sample's publication time, a failure's
+// included; the backend's call alone is LastDuration.
+func TestSamplerTimesPublication(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boom := errors.New("boom")
+		src := &scriptedSource{errs: []error{nil, boom}}
+		s := NewSampler(src, NewManualClock(time.Unix(1000, 0)), 100*time.Millisecond, nil)
+		s.Subscribe(func(*Readings) { time.Sleep(250 * time.Millisecond) })
+		s.SubscribeFailures(func(SamplerStats) { time.Sleep(40 * time.Millisecond) })
+		for _, want := range []time.Duration{250 * time.Millisecond, 40 * time.Millisecond} {
+			_ = s.SampleOnce(context.Background())
+			st := s.Stats()
+			if st.PublishDuration != want || st.LastDuration != 0 {
+				t.Errorf("publication %v and sample %v, want %v and 0", st.PublishDuration, st.LastDuration, want)
+			}
+		}
+	})
 }

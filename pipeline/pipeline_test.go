@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-kit/log"
@@ -333,4 +334,33 @@ func TestRecoveryFiguresComeWithTheirSnapshot(t *testing.T) {
 	if got, want := of(svc.Snapshot()), (figures{"3", at[2], 3, 1, 0}); got != want {
 		t.Errorf("after sample 3: %+v, want %+v", got, want)
 	}
+}
+
+// slowSnapshots builds as snapshots does, taking build to.
+type slowSnapshots struct {
+	snapshots
+	build time.Duration
+}
+
+func (b slowSnapshots) Build(r *gpu.Readings, st gpu.SamplerStats) *tenant.Snapshot {
+	time.Sleep(b.build)
+	return b.snapshots.Build(r, st)
+}
+
+// The time a snapshot's build and publication take is served with the
+// sampler's figures (vgpu_sample_publish_duration_seconds), apart from
+// the backend's call: a slow build is not the driver's.
+func TestSnapshotBuildTimeServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := New(&seqSource{}, slowSnapshots{build: 250 * time.Millisecond}, "", gpu.NewManualClock(time.Unix(1e9, 0)), 100*time.Millisecond, log.NewNopLogger())
+		svc.Subscribe(func() { time.Sleep(50 * time.Millisecond) }) // the pages' renders
+		for range 2 {
+			if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := svc.Snapshot().Sampler; st.PublishDuration != 300*time.Millisecond || st.LastDuration != 0 {
+			t.Errorf("publication %v and sample %v served, want 300ms and 0", st.PublishDuration, st.LastDuration)
+		}
+	})
 }
