@@ -1,12 +1,16 @@
 package gpu
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/go-kit/log"
 )
 
 // A failed sample tells the failures' subscribers, with the figures as of
@@ -55,4 +59,50 @@ func TestSamplerTimesPublication(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A GPU listed twice in a sample (its UUID; without one, its index) is
+// kept once, the first copy: the subscribers and Latest see one device
+// per GPU, the drops are counted, and the line saying so is rate-limited.
+func TestSamplerDropsDuplicateGPUs(t *testing.T) {
+	a0 := Device{Index: 0, UUID: "GPU-a", Up: true, Name: "first"}
+	a1 := Device{Index: 1, UUID: "GPU-a", Up: true, Name: "second"}
+	b := Device{Index: 2, UUID: "GPU-b", Up: true}
+	anon := Device{Index: 3}
+	twice := &Readings{Devices: []Device{a0, a1, b, anon, anon, a1}}
+	src := &listSource{rs: []*Readings{twice, twice, {Devices: []Device{a0, b}}}}
+	clk := NewManualClock(time.Unix(0, 0))
+	var buf bytes.Buffer
+	s := NewSampler(src, clk, time.Second, log.NewLogfmtLogger(&buf))
+	var told [][]string
+	s.Subscribe(func(r *Readings) {
+		var names []string
+		for _, d := range r.Devices {
+			names = append(names, d.UUID+"/"+d.Name)
+		}
+		told = append(told, names)
+	})
+	for range 3 {
+		if err := s.SampleOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+	}
+	want := [][]string{{"GPU-a/first", "GPU-b/", "/"}, {"GPU-a/first", "GPU-b/", "/"}, {"GPU-a/first", "GPU-b/"}}
+	if !slices.EqualFunc(told, want, slices.Equal) {
+		t.Errorf("subscribers told %v, want %v", told, want)
+	}
+	if got := len(s.Latest().Devices); got != 2 {
+		t.Errorf("Latest has %d devices, want 2", got)
+	}
+	if got := s.Stats().DuplicatesDropped; got != 6 {
+		t.Errorf("DuplicatesDropped %d, want 6 (3 in each of 2 samples)", got)
+	}
+	if len(twice.Devices) != 6 {
+		t.Errorf("the source's readings were changed: %d devices", len(twice.Devices))
+	}
+	out := buf.String()
+	if n := strings.Count(out, "level=warn"); n != 1 || !strings.Contains(out, `gpus="GPU-a,index 3"`) {
+		t.Errorf("want one warning naming GPU-a and index 3, the repeat at debug level; log:\n%s", out)
+	}
 }
