@@ -16,7 +16,7 @@ func init() {
 type exporterCollector struct {
 	descSet
 	sampleDuration, samples, sampleErrors, consecutiveErrors, lastSample, backend *prometheus.Desc
-	sampleInterval                                                                *prometheus.Desc
+	sampleInterval, publishDuration, duplicatesDropped                            *prometheus.Desc
 	reloadOK, reloadTime, reloads, reloadFailures                                 *prometheus.Desc
 	kubeletUp, kubeletErrors, kubeletLastSuccess, podsMapped                      *prometheus.Desc
 	metadataUp, metadataErrors, metadataLastSuccess                               *prometheus.Desc
@@ -26,6 +26,8 @@ type exporterCollector struct {
 func newExporterCollector(log.Logger) (Collector, error) {
 	c := &exporterCollector{}
 	c.sampleDuration = c.add("sample_duration_seconds", "Wall time the last sample of the backend took.")
+	c.publishDuration = c.add("sample_publish_duration_seconds", "Wall time the last sample's publication took, besides the backend's call: building its snapshot and rendering the /metrics encodings (after a failed sample, its figures').")
+	c.duplicatesDropped = c.add("sample_duplicate_gpus_dropped_total", "Devices dropped from the samples for repeating a GPU (its UUID) listed before them in the same sample.")
 	c.samples = c.add("samples_total", "Samples taken from the backend, failed ones included.")
 	c.sampleInterval = c.add("sample_interval_seconds", "The interval the backend is sampled at (--sample.interval): one sample is asked for each.")
 	c.sampleErrors = c.add("sample_errors_total", "Samples of the backend that failed.")
@@ -55,6 +57,8 @@ func (c *exporterCollector) Update(snap *tenant.Snapshot, ch chan<- prometheus.M
 	defer e.close()
 	s := snap.Sampler
 	e.gauge(c.sampleDuration, s.LastDuration.Seconds())
+	e.gauge(c.publishDuration, s.PublishDuration.Seconds())
+	e.counter(c.duplicatesDropped, float64(s.DuplicatesDropped))
 	e.counter(c.samples, float64(s.SamplesTotal))
 	if s.Interval > 0 {
 		e.gauge(c.sampleInterval, s.Interval.Seconds())

@@ -116,7 +116,7 @@ func richSnapshot() *tenant.Snapshot {
 	return &tenant.Snapshot{
 		Time:     t0,
 		Readings: r,
-		Sampler: gpu.SamplerStats{SamplesTotal: 100, ErrorsTotal: 2, LastDuration: 15 * time.Millisecond,
+		Sampler: gpu.SamplerStats{SamplesTotal: 100, ErrorsTotal: 2, LastDuration: 15 * time.Millisecond, PublishDuration: 40 * time.Millisecond, DuplicatesDropped: 3,
 			LastSuccess: t0, ConsecutiveErr: 0, Interval: time.Second},
 		VGPURunlists: []tenant.RunlistCount{
 			{GPU: 2, UUID: "GPU-2222", Runlist: 0, RunTime: 1500 * time.Millisecond, Preemption: 250 * time.Millisecond, Slices: 750},

@@ -3,6 +3,8 @@ package gpu
 import (
 	"context"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/internal/overdue"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 )
 
 // SamplerStats are the sampler's own figures, exported as meta-metrics.
@@ -22,12 +25,21 @@ type SamplerStats struct {
 	LastError      string        // empty after a success
 	ConsecutiveErr int
 	Interval       time.Duration // the sampler's interval: one sample is asked for each
+	// PublishDuration is the wall time the subscribers of the last sample
+	// whose subscribers have returned took (building and publishing its
+	// snapshot, rendering the pages; after a failed sample, publishing
+	// its figures): time the sample's interval spends besides the
+	// backend's call, LastDuration.
+	PublishDuration time.Duration
+	// DuplicatesDropped counts the devices dropped from the readings for
+	// repeating a GPU listed before them in the same sample (keepIdentity).
+	DuplicatesDropped uint64
 }
 
 // Sampler polls a Source every Interval on an injected Clock and publishes
 // each successful Readings to its subscribers and through Latest. A failing
 // sample is counted and logged, never fatal: the last good readings stay
-// published.
+// published, and the failure's subscribers are told of it.
 type Sampler struct {
 	src      Source
 	clock    Clock
@@ -39,10 +51,13 @@ type Sampler struct {
 
 	latest atomic.Pointer[Readings]
 
-	mu    sync.Mutex
-	subs  []func(*Readings)
-	stats SamplerStats // stats.LastError is the previous sample's error, "" after a success
-	known map[string]identity
+	mu       sync.Mutex
+	subs     []func(*Readings)
+	failSubs []func(SamplerStats)
+	stats    SamplerStats // stats.LastError is the previous sample's error, "" after a success
+	known    map[string]identity
+	// dups bounds the lines that say a sample listed a GPU twice.
+	dups *ratelog.Log
 }
 
 // identity is what a GPU's last good reading said of its sharing mode and
@@ -66,8 +81,13 @@ func NewSampler(src Source, clock Clock, interval time.Duration, logger log.Logg
 	if interval <= 0 {
 		interval = time.Second
 	}
-	return &Sampler{src: src, clock: clock, interval: interval, logger: logger, stuckAfter: StuckSampleAfter, stats: SamplerStats{Interval: interval}}
+	return &Sampler{src: src, clock: clock, interval: interval, logger: logger, stuckAfter: StuckSampleAfter, stats: SamplerStats{Interval: interval},
+		dups: ratelog.New(duplicateLogEvery, 1)}
 }
+
+// duplicateLogEvery is how often at most a sample that lists a GPU twice
+// is logged at warning level (the others at debug level).
+const duplicateLogEvery = 10 * time.Minute
 
 // StuckSampleAfter is how long a sample runs before the sampler logs that
 // it has not returned: a driver call that hangs holds the sample, and with
@@ -81,6 +101,16 @@ func (s *Sampler) Subscribe(f func(*Readings)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.subs = append(s.subs, f)
+}
+
+// SubscribeFailures registers f to run after each failed sample, on the
+// sampler's goroutine, with the sampler's figures as of that sample (the
+// last successful sample's readings and snapshot stay published: f
+// publishes the new figures). Subscribe before Run.
+func (s *Sampler) SubscribeFailures(f func(SamplerStats)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failSubs = append(s.failSubs, f)
 }
 
 // Latest returns the most recent successful Readings, or nil before the first.
@@ -122,6 +152,7 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 		s.stats.ErrorsTotal++
 		s.stats.ConsecutiveErr++
 		s.stats.LastError = err.Error()
+		st, fs := s.stats, slices.Clone(s.failSubs)
 		s.mu.Unlock()
 		// Log a repeating error once, then at debug level.
 		lvl := level.Debug
@@ -129,6 +160,11 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 			lvl = level.Error
 		}
 		lvl(s.logger).Log("msg", "sample failed", "backend", s.src.Name(), "err", err)
+		s.notify(func() {
+			for _, f := range fs {
+				f(st)
+			}
+		})
 		return err
 	}
 	if s.stats.LastError != "" {
@@ -138,14 +174,42 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 	s.stats.LastError = ""
 	s.stats.LastSuccess = s.clock.Now()
 	subs := append([]func(*Readings){}, s.subs...)
-	r = s.keepIdentity(r)
+	r, dups := s.keepIdentity(r)
 	s.mu.Unlock()
+	s.logDuplicates(dups)
 
 	s.latest.Store(r)
-	for _, f := range subs {
-		f(r)
-	}
+	s.notify(func() {
+		for _, f := range subs {
+			f(r)
+		}
+	})
 	return nil
+}
+
+// notify runs the subscribers through tell and records the wall time
+// they took (PublishDuration).
+func (s *Sampler) notify(tell func()) {
+	start := time.Now() // wall time, as the sample's
+	tell()
+	took := time.Since(start)
+	s.mu.Lock()
+	s.stats.PublishDuration = took
+	s.mu.Unlock()
+}
+
+// logDuplicates says that a sample listed the GPUs dups more than once
+// (their later copies were dropped): at warning level at most once per
+// duplicateLogEvery, else at debug level.
+func (s *Sampler) logDuplicates(dups []string) {
+	if len(dups) == 0 {
+		return
+	}
+	lvl, kv := level.Debug, []any{}
+	if held, ok := s.dups.NoteAt(s.clock.Now()); ok {
+		lvl, kv = level.Warn, []any{"samples_held_back", held}
+	}
+	lvl(s.logger).Log(append([]any{"msg", "the backend listed a GPU twice in one sample: its later copies are dropped, so that every series and tenant sees one device (vgpu_sample_duplicate_gpus_dropped_total)", "backend", s.src.Name(), "gpus", strings.Join(dups, ",")}, kv...)...)
 }
 
 // Run samples immediately and then every interval until ctx is done. A
@@ -166,14 +230,19 @@ func (s *Sampler) Run(ctx context.Context) {
 	}
 }
 
-// keepIdentity records the mode and activity source of each GPU read in
-// r, and gives a lost GPU of r (not Up) those of its last good reading
-// where r has none: in a copy of r, which the source may still hold.
-// GPUs r does not list are forgotten. Called with s.mu held.
-func (s *Sampler) keepIdentity(r *Readings) *Readings {
+// keepIdentity drops from r each device that repeats a GPU listed before
+// it (the same UUID, or, without one, the same index), counting them and
+// returning the GPUs repeated, so that the builder, the collectors and the
+// tuner all see one device per GPU. It records the mode and activity
+// source of each GPU read in r, and gives a lost GPU of r (not Up) those
+// of its last good reading where r has none. What it changes it changes
+// in a copy of r, which the source may still hold. GPUs r does not list
+// are forgotten. Called with s.mu held.
+func (s *Sampler) keepIdentity(r *Readings) (*Readings, []string) {
 	if r == nil {
-		return nil
+		return nil, nil
 	}
+	r, dups := s.dropDuplicates(r)
 	known := make(map[string]identity, len(r.Devices))
 	out := r
 	for i := range r.Devices {
@@ -201,5 +270,52 @@ func (s *Sampler) keepIdentity(r *Readings) *Readings {
 		}
 	}
 	s.known = known
-	return out
+	return out, dups
+}
+
+// dropDuplicates returns r without the devices that repeat a GPU listed
+// before them (a copy when there are some), and the GPUs repeated, each
+// once; called with s.mu held.
+func (s *Sampler) dropDuplicates(r *Readings) (*Readings, []string) {
+	type key struct {
+		uuid  string
+		index int
+	}
+	keyOf := func(d *Device) key {
+		if d.UUID != "" {
+			return key{uuid: d.UUID}
+		}
+		return key{index: d.Index} // a GPU never identified
+	}
+	seen := make(map[key]bool, len(r.Devices))
+	var keep []Device
+	var dups []string
+	for i := range r.Devices {
+		d := &r.Devices[i]
+		k := keyOf(d)
+		if !seen[k] {
+			seen[k] = true
+			if keep != nil {
+				keep = append(keep, *d)
+			}
+			continue
+		}
+		if keep == nil {
+			keep = slices.Clone(r.Devices[:i])
+		}
+		s.stats.DuplicatesDropped++
+		name := k.uuid
+		if name == "" {
+			name = "index " + strconv.Itoa(k.index)
+		}
+		if !slices.Contains(dups, name) {
+			dups = append(dups, name)
+		}
+	}
+	if keep == nil {
+		return r, nil
+	}
+	c := *r
+	c.Devices = keep
+	return &c, dups
 }

@@ -84,6 +84,9 @@ type Pipeline struct {
 	// stay the same keeps one pointer per distinct content, which the HTTP
 	// handler keys its encodings on.
 	patched atomic.Pointer[patchedSnapshot]
+	// failed are the sampler's figures as of the last failed sample, which
+	// Snapshot puts on the snapshot published before it.
+	failed atomic.Pointer[gpu.SamplerStats]
 
 	pubMu     sync.Mutex
 	onPublish []func()
@@ -102,14 +105,25 @@ func New(src gpu.Source, b Builder, tenantsFile string, clock gpu.Clock, interva
 	p.sampler.Subscribe(func(r *gpu.Readings) {
 		p.store.Store(p.builder.Build(r, p.sampler.Stats()))
 		p.ready.Store(true)
-		p.pubMu.Lock()
-		fs := append([]func(){}, p.onPublish...)
-		p.pubMu.Unlock()
-		for _, f := range fs {
-			f()
+		p.published()
+	})
+	p.sampler.SubscribeFailures(func(st gpu.SamplerStats) {
+		p.failed.Store(&st)
+		if p.store.Load() != nil { // before the first snapshot nothing is served
+			p.published()
 		}
 	})
 	return p
+}
+
+// published runs the functions subscribed to publications.
+func (p *Pipeline) published() {
+	p.pubMu.Lock()
+	fs := append([]func(){}, p.onPublish...)
+	p.pubMu.Unlock()
+	for _, f := range fs {
+		f()
+	}
 }
 
 // Sampler is the pipeline's sampler.
@@ -132,7 +146,8 @@ func (p *Pipeline) Ready() bool { return p.ready.Load() }
 func (p *Pipeline) Published() *tenant.Snapshot { return p.store.Load() }
 
 // Subscribe registers f to run on the sampler's goroutine after each
-// snapshot is published.
+// snapshot is published, and after each failed sample once one has been
+// (Snapshot then carries the failure's figures).
 func (p *Pipeline) Subscribe(f func()) {
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
@@ -145,19 +160,21 @@ func (p *Pipeline) Version() any { return p.Snapshot() }
 
 // Snapshot returns the latest published snapshot (nil before the first).
 // Failed samples publish no snapshot, so when samples have failed since,
-// it returns a copy carrying the sampler's current figures: the exported
-// sample error counters stay live while the backend fails. The figures of
-// a successful sample whose snapshot is still being built wait for that
-// snapshot, moments later: a copy then would be rendered for nothing.
+// it returns a copy carrying the sampler's figures as of the last failed
+// one: the exported sample error counters stay live while the backend
+// fails. The figures of a successful sample (its time, the errors reset)
+// come with its snapshot, never on the readings of an older one: while
+// that snapshot is being built, the last failure's figures stay.
 func (p *Pipeline) Snapshot() *tenant.Snapshot {
 	snap := p.store.Load()
 	if snap == nil {
 		return nil
 	}
-	st := p.sampler.Stats()
-	if st.ErrorsTotal == snap.Sampler.ErrorsTotal {
+	f := p.failed.Load()
+	if f == nil || f.ErrorsTotal <= snap.Sampler.ErrorsTotal {
 		return snap
 	}
+	st := *f
 	if c := p.patched.Load(); c != nil && c.base == snap && c.snap.Sampler == st {
 		return c.snap
 	}

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-kit/log"
@@ -263,4 +267,100 @@ func TestAlsoReload(t *testing.T) {
 			}
 		})
 	}
+}
+
+// seqSource numbers its samples from 1: those in fail fail, the others
+// read their number as the backend's name.
+type seqSource struct {
+	n    atomic.Int32
+	fail map[int32]bool
+}
+
+func (s *seqSource) Name() string { return "seq" }
+func (s *seqSource) Sample(context.Context) (*gpu.Readings, error) {
+	n := s.n.Add(1)
+	if s.fail[n] {
+		return nil, errors.New("no GPU answered")
+	}
+	return &gpu.Readings{Backend: strconv.Itoa(int(n))}, nil
+}
+func (s *seqSource) Close() error { return nil }
+
+// A failed sample runs the publication's subscribers, once a snapshot has
+// been published (before, nothing is served), with Snapshot carrying its
+// figures: a page rendered then shows them.
+func TestFailedSamplePublishesItsFigures(t *testing.T) {
+	svc := New(&seqSource{fail: map[int32]bool{1: true, 3: true, 4: true}}, snapshots{}, "", gpu.NewManualClock(time.Unix(1e9, 0)), time.Second, log.NewNopLogger())
+	var seen []string // what each publication's Snapshot says: sample read, samples, errors in a row
+	svc.Subscribe(func() {
+		s := svc.Snapshot()
+		seen = append(seen, fmt.Sprintf("%s %d %d", s.Readings.Backend, s.Sampler.SamplesTotal, s.Sampler.ConsecutiveErr))
+	})
+	for range 4 {
+		_ = svc.Sampler().SampleOnce(context.Background())
+	}
+	if want := []string{"2 2 0", "2 3 1", "2 4 2"}; !slices.Equal(seen, want) {
+		t.Errorf("publications saw %q, want %q", seen, want)
+	}
+}
+
+// A good sample after failures: while its snapshot is being built, the
+// published one keeps the figures of the last failure (those of its own
+// readings' time), never the new sample's time with no error on the old
+// readings; the new figures come with the new snapshot.
+func TestRecoveryFiguresComeWithTheirSnapshot(t *testing.T) {
+	b := &probe{}
+	clk := gpu.NewManualClock(time.Unix(1e9, 0))
+	svc := New(&seqSource{fail: map[int32]bool{2: true}}, b, "", clk, time.Second, log.NewNopLogger())
+	b.p = svc
+	var at []time.Time
+	for range 3 {
+		at = append(at, clk.Now())
+		_ = svc.Sampler().SampleOnce(context.Background())
+		clk.Advance(time.Minute)
+	}
+	type figures struct {
+		read                  string
+		lastSuccess           time.Time
+		samples, errs, inARow int
+	}
+	of := func(s *tenant.Snapshot) figures {
+		st := s.Sampler
+		return figures{s.Readings.Backend, st.LastSuccess, int(st.SamplesTotal), int(st.ErrorsTotal), st.ConsecutiveErr}
+	}
+	if got, want := of(b.during[1]), (figures{"1", at[0], 2, 1, 1}); got != want {
+		t.Errorf("while sample 3 was built: %+v, want %+v", got, want)
+	}
+	if got, want := of(svc.Snapshot()), (figures{"3", at[2], 3, 1, 0}); got != want {
+		t.Errorf("after sample 3: %+v, want %+v", got, want)
+	}
+}
+
+// slowSnapshots builds as snapshots does, taking build to.
+type slowSnapshots struct {
+	snapshots
+	build time.Duration
+}
+
+func (b slowSnapshots) Build(r *gpu.Readings, st gpu.SamplerStats) *tenant.Snapshot {
+	time.Sleep(b.build)
+	return b.snapshots.Build(r, st)
+}
+
+// The time a snapshot's build and publication take is served with the
+// sampler's figures (vgpu_sample_publish_duration_seconds), apart from
+// the backend's call: a slow build is not the driver's.
+func TestSnapshotBuildTimeServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := New(&seqSource{}, slowSnapshots{build: 250 * time.Millisecond}, "", gpu.NewManualClock(time.Unix(1e9, 0)), 100*time.Millisecond, log.NewNopLogger())
+		svc.Subscribe(func() { time.Sleep(50 * time.Millisecond) }) // the pages' renders
+		for range 2 {
+			if err := svc.Sampler().SampleOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := svc.Snapshot().Sampler; st.PublishDuration != 300*time.Millisecond || st.LastDuration != 0 {
+			t.Errorf("publication %v and sample %v served, want 300ms and 0", st.PublishDuration, st.LastDuration)
+		}
+	})
 }

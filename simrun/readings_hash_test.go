@@ -128,7 +128,8 @@ func hashesAt(t *testing.T, procs int) []string {
 func deterministic(snap *tenant.Snapshot) tenant.Snapshot {
 	s := *snap
 	s.Sampler.LastDuration = 0
-	s.Sampler.Interval = 0 // the interval configured, not a reading (and added since the pins)
+	s.Sampler.PublishDuration = 0 // wall time too
+	s.Sampler.Interval = 0        // the interval configured, not a reading (and added since the pins)
 	s.Config.File = ""
 	s.Config.LastReloadSuccessTime = time.Time{}
 	// each tenant's SLO window, copied from the tenants file beside its
@@ -185,6 +186,7 @@ var addedSincePin = map[string]bool{"gpu.Device.UnlistedActivity": true, "gpu.MI
 	"tenant.GPUMeter.UnattributedEnergyJoules": true, "gpu.MIGInstance.OtherComputeInstances": true, "gpu.Device.ProcessesUnread": true,
 	"gpu.Device.MPSProcessesUnread": true, "gpu.Device.MPSProcessesRefused": true, "gpu.MIGInstance.ProcessesUnread": true, "tenant.Usage.MemoryUnknown": true,
 	"tenant.Meter.MemoryUnknown": true, "gpu.SamplerStats.Interval": true,
+	"gpu.SamplerStats.PublishDuration": true, "gpu.SamplerStats.DuplicatesDropped": true,
 	"tenant.Info.SLOWindow": true, "gpu.MIGInstance.ComputeInstancesRead": true}
 
 // pointerSincePin are the fields that were values when the pinned hashes

@@ -367,6 +367,24 @@ func (s *service) tunerStatus() *tuner.Status {
 	return s.tuner.Status()
 }
 
+// pageVersion is what the /metrics page rendered once per version is of:
+// the snapshot, and the status the tuner published, which changes on its
+// own (a round ends while the samples fail or a sample hangs).
+type pageVersion struct {
+	snap  *tenant.Snapshot
+	tuner *tuner.Status
+}
+
+// Version changes whenever what the /metrics page renders does: the
+// snapshot (the pipeline's Version) or the tuner's published status.
+func (s *service) Version() any {
+	v := pageVersion{snap: s.Snapshot()}
+	if s.tuner != nil {
+		v.tuner = s.tuner.Tuner().Status()
+	}
+	return v
+}
+
 // withTuner returns the GPU/tenant collector and, when the tuner runs, the
 // tuner's collector beside it (collector.WithTuner).
 func (s *service) withTuner(newCollector collectorFunc, logger log.Logger, filters []string) (prometheus.Collector, error) {
