@@ -93,6 +93,12 @@ type Cache struct {
 
 	now func() time.Time
 	cut *writeLog
+	// outside bounds the bodies written outside their request's slot
+	// that are no longer this cache's alone to hold: one rendered for a
+	// request (an encoding past maxCachedFormats, or without Version),
+	// and a cached one retired while requests still write it. Metrics
+	// shares it with the filtered responses.
+	outside *httplimit.Budget
 }
 
 type key struct {
@@ -127,6 +133,10 @@ type rendered struct {
 	// back to its slot when both say that nothing can read it any more.
 	users   int
 	retired bool
+	// held is what body counts against Cache.outside, from its
+	// retirement while requests still write it until the last one is
+	// done.
+	held int
 }
 
 // pending is a rendering under way.
@@ -144,7 +154,8 @@ func New(o Options) *Cache {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Cache{o: o, slots: map[key]*slot{}, now: o.Now, cut: newWriteLog(o.Logger, o.Now)}
+	return &Cache{o: o, slots: map[key]*slot{}, now: o.Now, cut: newWriteLog(o.Logger, o.Now),
+		outside: httplimit.NewBudget(maxOutsideBytes)}
 }
 
 // ServeHTTP implements http.Handler.
@@ -172,13 +183,19 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Add("Vary", "Accept")
 	h.Add("Vary", "Accept-Encoding")
 	h.Set("Content-Type", string(k.format))
-	// Rendered: written outside the request's slot (the body is the
-	// cache's, shared), bounded by stalls.
+	// Rendered: written outside the request's slot, bounded by stalls,
+	// and by c.outside: a body rendered for this request alone where it
+	// fits, a cached one (shared) unless retired ones still written
+	// fill it.
 	sw := httplimit.NewStallWriter(w, c.now, httplimit.StallTimeout, maxTransfer)
+	write := httplimit.WriteShared
+	if s == nil {
+		write = httplimit.WriteOutside
+	}
 	if !k.gzip {
 		total := len(cached.body) + live.Len()
 		h.Set("Content-Length", strconv.Itoa(total))
-		if err := httplimit.WriteOutside(r, sw, nil, cached.body, live.Bytes()); err != nil {
+		if err := write(r, sw, c.outside, cached.body, live.Bytes()); err != nil {
 			c.cut.note(r, sw, total, err)
 		}
 		return
@@ -192,7 +209,7 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	total := len(gzipHeader) + len(cached.body) + tail.Len() + len(trailer)
 	h.Set("Content-Encoding", "gzip")
 	h.Set("Content-Length", strconv.Itoa(total))
-	if err := httplimit.WriteOutside(r, sw, nil, gzipHeader, cached.body, tail.Bytes(), trailer[:]); err != nil {
+	if err := write(r, sw, c.outside, gzipHeader, cached.body, tail.Bytes(), trailer[:]); err != nil {
 		c.cut.note(r, sw, total, err)
 	}
 }
@@ -255,11 +272,14 @@ func (c *Cache) release(s *slot, r *rendered) {
 }
 
 // recycle gives r's memory back to s once r is retired and no request
-// holds it; c.mu is held.
+// holds it, and what it counted against c.outside back to that; c.mu is
+// held.
 func (c *Cache) recycle(s *slot, r *rendered) {
 	if !r.retired || r.users > 0 || r.body == nil {
 		return
 	}
+	c.outside.Give(r.held)
+	r.held = 0
 	if cap(r.body) > cap(s.spare) {
 		s.spare = r.body[:0]
 	}
@@ -321,6 +341,13 @@ func (c *Cache) finish(k key, s *slot, p *pending) {
 	c.mu.Lock()
 	if old := s.cur; old != nil {
 		old.retired = true
+		if old.users > 0 {
+			// Requests still write it, outside their slot for all the
+			// cache knows: no longer the one body that all share, it
+			// counts against c.outside until they are done.
+			old.held = cap(old.body)
+			c.outside.Hold(old.held)
+		}
 		c.recycle(s, old)
 	}
 	s.cur, s.next = p.r, nil

@@ -28,22 +28,28 @@ import (
 // What the handlers of filtered requests log is rate-limited as a whole
 // (see promLogger). A filtered response is rendered whole within the
 // request's slot and written outside it where it fits maxOutsideBytes
-// with those being written, through a StallWriter as the cache's; its
-// writing failing is logged as the cache's (writeLog).
+// with those being written, through a StallWriter as the cache's: the
+// bytes of cached's bodies written outside their slot where cached is a
+// Cache (one bound for all that requests hold outside their slots), of
+// their own otherwise. Its writing failing is logged as the cache's
+// (writeLog).
 func Metrics(cached http.Handler, newCollector func(filters ...string) (prometheus.Collector, error), self prometheus.Gatherer, logger log.Logger) http.Handler {
-	return metrics(cached, newCollector, self, logger, time.Now, maxOutsideBytes)
+	outside := httplimit.NewBudget(maxOutsideBytes)
+	if c, ok := cached.(*Cache); ok {
+		outside = c.outside
+	}
+	return metrics(cached, newCollector, self, logger, time.Now, outside)
 }
 
-// metrics is Metrics on the network's clock now, with outsideBytes in
-// place of maxOutsideBytes.
-func metrics(cached http.Handler, newCollector func(filters ...string) (prometheus.Collector, error), self prometheus.Gatherer, logger log.Logger, now func() time.Time, outsideBytes int64) http.Handler {
+// metrics is Metrics on the network's clock now, with outside the bytes
+// written outside their slot.
+func metrics(cached http.Handler, newCollector func(filters ...string) (prometheus.Collector, error), self prometheus.Gatherer, logger log.Logger, now func() time.Time, outside *httplimit.Budget) http.Handler {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
 	bad := &badRequestLog{logger: logger, lines: ratelog.New(badRequestLogEvery, 1)}
 	errLog := &promLogger{logger: logger, lines: ratelog.New(badRequestLogEvery, 1)}
 	cut := newWriteLog(logger, now)
-	outside := httplimit.NewBudget(outsideBytes)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		if err != nil {

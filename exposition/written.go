@@ -25,10 +25,14 @@ import (
 // minute.
 const maxTransfer = time.Minute
 
-// maxOutsideBytes bounds the bytes of filtered responses (collect[],
-// name[]: each rendered for its request alone) written outside their
-// slot at once; one that does not fit is written within its slot. The
-// unfiltered response is the cache's, shared by every request.
+// maxOutsideBytes bounds the bytes of the responses rendered each for its
+// request alone (filtered ones, collect[] and name[]; an encoding the
+// Cache does not keep) written outside their slot at once, with the
+// cached bodies of earlier publications still being written: a response
+// that does not fit is written within its slot. The cached body of the
+// current publication is shared by every request, written outside its
+// slot as long as the bound is not passed; the retired bodies of one
+// publication's encodings may pass it, once.
 const maxOutsideBytes = 64 << 20
 
 // writeLog logs metrics responses whose writing failed: one cut at its

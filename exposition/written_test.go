@@ -41,7 +41,7 @@ func TestStalledClientsHoldNoSlot(t *testing.T) {
 			f := newFixture(t, false)
 			newCollector := func(...string) (prometheus.Collector, error) { return namedCollector{"gpu"}, nil }
 			h := httplimit.InFlight(2, "metrics", log.NewNopLogger(),
-				metrics(f.c, newCollector, nil, log.NewNopLogger(), time.Now, tc.outsideBytes))
+				metrics(f.c, newCollector, nil, log.NewNopLogger(), time.Now, httplimit.NewBudget(tc.outsideBytes)))
 			writing, unblock := make(chan struct{}), make(chan struct{})
 			var wg sync.WaitGroup
 			for _, target := range tc.targets {
@@ -125,7 +125,7 @@ func TestStalledResponseCutAndLogged(t *testing.T) {
 			f := newFixture(t, false)
 			f.c.now, f.c.cut = now, newWriteLog(logger, now)
 			newCollector := func(...string) (prometheus.Collector, error) { return namedCollector{"gpu"}, nil }
-			h := metrics(f.c, newCollector, nil, logger, now, maxOutsideBytes)
+			h := metrics(f.c, newCollector, nil, logger, now, httplimit.NewBudget(maxOutsideBytes))
 			for i, at := range []time.Duration{0, time.Second, 2 * time.Second, badRequestLogEvery + 2*time.Second} {
 				clock = start.Add(at)
 				c := &stallingClient{header: http.Header{}, clock: &clock, take: 100, hungUp: tc.hungUp}

@@ -87,10 +87,11 @@ func (s *StallWriter) Why() string {
 }
 
 // Budget bounds the bytes of the responses written outside their slot
-// that each request holds for itself (a body rendered for it alone): a
-// response that does not fit is written within its slot, as before
-// Release, so that clients that do not read hold a bounded memory however
-// many connections they open.
+// that each request holds for itself (a body rendered for it alone), with
+// those of shared bodies held past their time (Hold): a response that
+// does not fit is written within its slot, as before Release, so that
+// clients that do not read hold a bounded memory however many
+// connections they open.
 type Budget struct {
 	max  int64
 	used atomic.Int64
@@ -108,23 +109,38 @@ func (b *Budget) Take(n int) bool {
 	return true
 }
 
-// Give gives back n bytes taken.
+// Give gives back n bytes taken or held.
 func (b *Budget) Give(n int) { b.used.Add(-int64(n)) }
 
-// WriteOutside writes body to w through s, outside r's slot where the
-// memory body holds (its capacity: a buffer grown as it was rendered
-// holds up to twice its length) fits b, reserved for the writing, else
-// within it; a nil b takes no reservation (a body shared by the
-// requests, not rendered for one).
+// Hold counts n bytes against the budget whether they fit or not: memory
+// held outside the slots already (a shared body that a newer one has
+// replaced, still written to clients that took it outside their slot),
+// given back with Give. Past the bound, Take refuses, and WriteShared
+// keeps the slot, until enough is given back.
+func (b *Budget) Hold(n int) { b.used.Add(int64(n)) }
+
+// WriteOutside writes body, rendered for r alone, to w through s,
+// outside r's slot where the memory body holds (its capacity: a buffer
+// grown as it was rendered holds up to twice its length) fits b,
+// reserved for the writing, else within it; a nil b fits nothing.
 func WriteOutside(r *http.Request, s *StallWriter, b *Budget, body ...[]byte) error {
 	n := 0
 	for _, p := range body {
 		n += cap(p)
 	}
-	switch {
-	case b == nil:
-		Release(r)
-	case b.Take(n):
+	return write(r, s, b, n, body)
+}
+
+// WriteShared writes body, shared by the requests rather than rendered
+// for r (a cached rendering), to w through s, outside r's slot unless b
+// is past its bound, reserving nothing for it; a nil b fits nothing.
+func WriteShared(r *http.Request, s *StallWriter, b *Budget, body ...[]byte) error {
+	return write(r, s, b, 0, body)
+}
+
+// write writes body through s, outside r's slot where n bytes fit b.
+func write(r *http.Request, s *StallWriter, b *Budget, n int, body [][]byte) error {
+	if b != nil && b.Take(n) {
 		defer b.Give(n)
 		Release(r)
 	}

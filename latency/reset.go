@@ -7,15 +7,18 @@ import "math"
 // that a series counts the same alone or beside others. A series'
 // counters are of two kinds: those that count its requests (a
 // histogram's count; Triton's success and failure counters, whose sum
-// is its requests) and the others (the buckets, the sum of latencies,
-// the timed requests, the duration). From one answer to the next:
+// is its requests) and the others (the buckets, the timed requests, the
+// duration). A histogram's sum of latencies is neither, but for
+// Triton's counters alone, whose mean it is: an observation may be
+// negative, and Prometheus judges a histogram's reset by its count and
+// buckets. From one answer to the next:
 //   - none fell: the series counts its rise (counted);
 //   - a request counter fell and none rose: the series restarted (its
 //     process, or its model reloaded), and counts its new values, from
 //     zero, as Prometheus's rate does (restarted);
-//   - any other fall (a bucket, the sum, the successes while the
-//     failures rise, the failures while the successes rise, a request
-//     counter while another rises): the counters are not one process's
+//   - any other fall (a bucket, Triton's duration, the successes while
+//     the failures rise, the failures while the successes rise, a
+//     request counter while another rises): the counters are not one process's
 //     counting on, nor a restart of one with a history (whose counters
 //     all fall: a restart rising past its history in one interval had
 //     next to none). The series counts nothing this once, and its values
@@ -74,17 +77,21 @@ func (j *fallJudge) move() move {
 // nil: none), together. A histogram's requests are its count; Triton's,
 // its successes and its failures (its first-response histogram and its
 // request counters of one model are one series: a reload restarts them
-// all). The other counters are the buckets on the bounds both have, the
-// sum and, for Triton's counters alone (mean), the timed requests; the
-// request counters' timed requests and duration. A histogram whose
+// all). The other counters are the buckets on the bounds both have and,
+// for Triton's counters alone (mean), the duration and the timed
+// requests; the request counters' timed requests and duration. A
+// histogram's sum is none: an observation may be negative (a clock
+// stepped back while a request was timed), and Prometheus judges a
+// histogram's reset by its count and buckets alone; its delta is clamped
+// at 0 (histDelta). A histogram whose
 // buckets have no bound in common with before (the layout changed, as a
 // restart changes it) restarted, where nothing fell.
 func seriesMove(ph, ch *histo, pr, cr *requestCounts) move {
 	var j fallJudge
 	if ph != nil && ch != nil {
 		j.requests(ph.count, ch.count)
-		j.other(ph.sum, ch.sum)
 		if ch.mean {
+			j.other(ph.sum, ch.sum)
 			j.other(ph.timed, ch.timed)
 		}
 		for i, le := range ch.bounds {
@@ -127,7 +134,7 @@ func reqDelta(prev, cur requestCounts, mv move) requestCounts {
 // histDelta is what a histogram's own counters (count, sum, buckets;
 // timed where mean) count from prev to cur, moved mv (seriesMove); req,
 // series and reqSeries are left out (the caller's). Counted, buckets are
-// taken on the bounds both have.
+// taken on the bounds both have, and a sum that fell counts 0.
 func histDelta(prev, cur histo, mv move) histo {
 	switch mv {
 	case restarted:
@@ -135,7 +142,7 @@ func histDelta(prev, cur histo, mv move) histo {
 	case rebased:
 		return histo{bounds: cur.bounds, cum: make([]float64, len(cur.cum)), mean: cur.mean, serverQuantiles: cur.serverQuantiles}
 	}
-	d := histo{count: cur.count - prev.count, sum: cur.sum - prev.sum, mean: cur.mean, serverQuantiles: cur.serverQuantiles}
+	d := histo{count: cur.count - prev.count, sum: math.Max(0, cur.sum-prev.sum), mean: cur.mean, serverQuantiles: cur.serverQuantiles}
 	if cur.mean {
 		d.timed = cur.timed - prev.timed
 	}

@@ -63,7 +63,10 @@ func rq(count, succ float64) *requestCounts {
 // what it counts beside another, idle series (series by series). A
 // request counter that fell, none rising, is a restart (the new values
 // counted); any other fall counts nothing, the answer the base of the
-// next; no fall, the rise.
+// next; no fall, the rise. A histogram's sum falling is no fall (a
+// negative observation), but for Triton's counters alone (the mean's):
+// it counted nothing of the interval's requests. The sum counted is
+// never below 0.
 func TestResetRuleBothPaths(t *testing.T) {
 	hist := func(count, sum, c1, c2 float64) shot { return shot{count: count, sum: sum, cum: []float64{c1, c2}} }
 	triton := func(count, sum, c1, c2 float64, req *requestCounts) shot {
@@ -85,7 +88,11 @@ func TestResetRuleBothPaths(t *testing.T) {
 		// all slow before the restart, all fast after: the count decides
 		{"requests fall, a bucket rises", hist(100, 100, 0, 0), hist(50, 1, 50, 50), 50, 50, 50, true},
 		{"bucket counts fall", hist(100, 10, 50, 90), hist(110, 11, 40, 100), 0, 0, 0, false},
-		{"sum falls", hist(100, 10, 50, 90), hist(110, 9, 55, 99), 0, 0, 0, false},
+		// a negative observation (a clock stepped back): Prometheus
+		// judges a reset by the count and buckets, the sum is not a
+		// counter of its own
+		{"sum falls", hist(100, 10, 50, 90), hist(110, 9, 55, 99), 10, 10, 5, false},
+		{"sum falls, the count doubles", hist(100, 50, 90, 100), hist(200, 49.9, 150, 200), 100, 100, 60, false},
 		{"Triton rises", triton(100, 10, 50, 90, rq(110, 100)), triton(110, 11, 55, 99, rq(121, 110)), 11, 10, 5, false},
 		{"Triton requests fall", triton(100, 10, 50, 90, rq(110, 100)), triton(5, 0.5, 3, 5, rq(6, 5)), 6, 5, 3, true},
 		// a model's histogram and request counters are one series:
@@ -95,9 +102,12 @@ func TestResetRuleBothPaths(t *testing.T) {
 		{"Triton failures fall, requests fall", triton(100, 10, 50, 90, rq(150, 100)), triton(110, 11, 55, 99, rq(120, 110)), 0, 0, 0, false},
 		{"Triton bucket counts fall", triton(100, 10, 50, 90, rq(110, 100)), triton(110, 11, 40, 99, rq(121, 110)), 0, 0, 0, false},
 		{"Triton histogram count falls", triton(100, 10, 50, 90, rq(110, 100)), triton(5, 0.5, 3, 5, rq(121, 110)), 0, 0, 0, false},
+		{"Triton histogram sum falls", triton(100, 10, 50, 90, rq(110, 100)), triton(110, 9, 55, 99, rq(121, 110)), 11, 10, 5, false},
 		{"Triton duration falls", triton(100, 10, 50, 90, rq(110, 100)), triton(110, 11, 55, 99, &requestCounts{count: 121, timed: 110, sum: 0.5, succ: 110, set: true}), 0, 0, 0, false},
 		{"Triton counters alone rise", alone(rq(110, 100)), alone(rq(121, 110)), 11, 11, 0, false},
 		{"Triton counters alone fall", alone(rq(110, 100)), alone(rq(6, 5)), 6, 6, 0, true},
+		// the duration is the mean's: its fall is no counting on
+		{"Triton counters alone: duration falls", alone(rq(110, 100)), alone(&requestCounts{count: 121, timed: 110, sum: 0.5, succ: 110, set: true}), 0, 0, 0, false},
 		{"Triton counters alone: failures fall", alone(rq(110, 100)), alone(rq(115, 110)), 0, 0, 0, false},
 		{"Triton counters alone: good falls while requests rise", alone(rq(110, 100)), alone(rq(130, 90)), 0, 0, 0, false},
 	}
@@ -124,6 +134,9 @@ func TestResetRuleBothPaths(t *testing.T) {
 					t.Errorf("%s: %v requests, %v successes, %v fast, restart %v; want %v, %v, %v, %v",
 						how, reqs, d.goodMax(), d.good(0.1), reset, tc.requests, tc.succ, tc.fast, tc.reset)
 				}
+				if d.sum < 0 {
+					t.Errorf("%s: a sum of latencies of %v", how, d.sum)
+				}
 			}
 		})
 	}
@@ -132,7 +145,7 @@ func TestResetRuleBothPaths(t *testing.T) {
 // FuzzResetRule: whatever one series' counters do between two answers,
 // it counts the same alone (the whole answer's delta) as beside an idle
 // series (series by series), never more successes than requests, nor a
-// negative count.
+// negative count or sum.
 func FuzzResetRule(f *testing.F) {
 	f.Add(uint8(0), 100.0, 10.0, 50.0, 90.0, 100.0, 10.0, 110.0, 11.0, 55.0, 99.0, 121.0, 5.0)
 	f.Add(uint8(1), 100.0, 10.0, 50.0, 90.0, 100.0, 10.0, 110.0, 11.0, 55.0, 99.0, 90.0, 40.0)
@@ -170,7 +183,7 @@ func FuzzResetRule(f *testing.F) {
 			d, reset := seriesDelta(answerOf(ps), answerOf(cs))
 			reqs, _, _ := d.requests()
 			g := got{reqs, d.goodMax(), d.good(0.1), reset}
-			if g.reqs < 0 || g.succ < 0 || g.fast < 0 || (d.req.set && g.succ > g.reqs+1e-9*max(1, g.reqs)) {
+			if g.reqs < 0 || g.succ < 0 || g.fast < 0 || d.sum < 0 || (d.req.set && g.succ > g.reqs+1e-9*max(1, g.reqs)) {
 				t.Fatalf("beside an idle series %v: %+v", beside, g)
 			}
 			seen = append(seen, g)

@@ -145,16 +145,36 @@ func (rd *devReader) read(d *gpu.Device, now time.Time) {
 // last read in MPS mode stays so while NVML refuses its MPS clients' list:
 // read from the compute list alone, which holds the MPS server and none
 // of its clients, it would read exclusive (or time-sliced), and the MPS
-// controls would go while its clients run on.
+// controls would go while its clients run on. Not once that list, read,
+// shows no MPS server (its processes each named as the last sample
+// named them, none nvidia-cuda-mps-server): the server gone, its clients
+// went with it, and the GPU kept in MPS mode would stay so for as long
+// as the list is refused.
 func (rd *devReader) mode(d *gpu.Device) gpu.SharingMode {
 	m := sharingMode(d)
-	if d.MPSProcessesRefused && rd.ds.mode == gpu.SharingMPS && (m == gpu.SharingExclusive || m == gpu.SharingTimeSlice) {
+	if d.MPSProcessesRefused && rd.ds.mode == gpu.SharingMPS && (m == gpu.SharingExclusive || m == gpu.SharingTimeSlice) &&
+		!rd.noMPSServer(d) {
 		m = gpu.SharingMPS
 	}
 	if rd.fatal == nil {
 		rd.ds.mode = m
 	}
 	return m
+}
+
+// noMPSServer says whether d's compute list was read and shows no MPS
+// server (procNames.noMPSServer).
+func (rd *devReader) noMPSServer(d *gpu.Device) bool {
+	if d.ProcessesUnread {
+		return false
+	}
+	var pids []uint32
+	for _, p := range d.Processes {
+		if p.Type == gpu.ProcessCompute {
+			pids = append(pids, p.PID)
+		}
+	}
+	return rd.b.names.noMPSServer(pids)
 }
 
 // inTurn runs steps in order until one records a fatal error.

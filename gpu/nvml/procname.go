@@ -219,6 +219,25 @@ func (n *procNames) name(pid uint32) string {
 	return name
 }
 
+// mpsServer is the executable of an MPS server's process.
+const mpsServer = "nvidia-cuda-mps-server"
+
+// noMPSServer says whether the processes pids (a GPU's compute list) are
+// each named, as last read, and none is an MPS server: a process not
+// named yet (new since the last sample, or whose name was not read)
+// leaves it unknown, false.
+func (n *procNames) noMPSServer(pids []uint32) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, pid := range pids {
+		k, ok := n.known[pid]
+		if !ok || filepath.Base(k.name) == mpsServer {
+			return false
+		}
+	}
+	return true
+}
+
 // readFile reads at most limit bytes of process pid's file, or fails with
 // procread.ErrStuck, logged once while the process is listed, where the
 // read does not end by its deadline or is not started.

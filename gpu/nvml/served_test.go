@@ -240,26 +240,40 @@ func TestProcessCountUnreadServed(t *testing.T) {
 // MPS mode stays so while its clients' list is refused, and its lists
 // are not read whatever its mode; where NVML does not support the list
 // (or the library lacks the call), the compute list is all there is.
+// Once the compute list shows no MPS server (none of its processes, each
+// named, is nvidia-cuda-mps-server), the GPU is read from it: kept in MPS
+// mode, a GPU whose server had gone stayed so for as long as the clients'
+// list was refused.
 func TestMPSClientsListRefusedServed(t *testing.T) {
 	const dev = 3
+	proc := func(pid uint32, mem uint64) nvml.ProcessInfo {
+		return nvml.ProcessInfo{Pid: pid, UsedGpuMemory: mem, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}
+	}
+	server, other := proc(7, 1<<20), proc(8, 1<<30)
 	for _, tc := range []struct {
 		name  string
 		ret   nvml.Return // of the MPS clients' list
 		first bool        // from the first sample; else from the third, two read before
-		mode  gpu.SharingMode
-		count float64 // vgpu_gpu_processes; -1: absent
+		// the compute list from the third sample (besides the server and
+		// other before it); nil: unchanged
+		compute []nvml.ProcessInfo
+		mode    gpu.SharingMode
+		count   float64 // vgpu_gpu_processes; -1: absent
 	}{
-		{"read", nvml.SUCCESS, false, gpu.SharingMPS, 3},
-		{"no permission, read before", nvml.ERROR_NO_PERMISSION, false, gpu.SharingMPS, -1},
-		{"a code that does not tell, read before", nvml.ERROR_UNKNOWN, false, gpu.SharingMPS, -1},
-		{"no permission, never read", nvml.ERROR_NO_PERMISSION, true, gpu.SharingExclusive, -1},
-		{"not supported", nvml.ERROR_NOT_SUPPORTED, true, gpu.SharingExclusive, 1},
+		{"read", nvml.SUCCESS, false, nil, gpu.SharingMPS, 4},
+		{"no permission, read before", nvml.ERROR_NO_PERMISSION, false, nil, gpu.SharingMPS, -1},
+		{"a code that does not tell, read before", nvml.ERROR_UNKNOWN, false, nil, gpu.SharingMPS, -1},
+		{"no permission, never read", nvml.ERROR_NO_PERMISSION, true, nil, gpu.SharingTimeSlice, -1},
+		{"not supported", nvml.ERROR_NOT_SUPPORTED, true, nil, gpu.SharingTimeSlice, 2},
+		{"no permission, read before, the server gone", nvml.ERROR_NO_PERMISSION, false, []nvml.ProcessInfo{other}, gpu.SharingExclusive, -1},
+		{"no permission, read before, nothing running", nvml.ERROR_NO_PERMISSION, false, []nvml.ProcessInfo{}, gpu.SharingExclusive, -1},
+		{"no permission, read before, the server alone", nvml.ERROR_NO_PERMISSION, false, []nvml.ProcessInfo{server}, gpu.SharingMPS, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, dgxh100.New())
-			f.setProcs(dev, []nvml.ProcessInfo{{Pid: 7, UsedGpuMemory: 1 << 20, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}},
-				[]nvml.ProcessInfo{{Pid: 41, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance},
-					{Pid: 42, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}})
+			f.procfs.set(server.Pid, "1000", "/usr/bin/nvidia-cuda-mps-server\x00")
+			clients := []nvml.ProcessInfo{proc(41, 1<<30), proc(42, 1<<30)}
+			f.setProcs(dev, []nvml.ProcessInfo{server, other}, clients)
 			s := newServed(t, f)
 			if tc.first {
 				f.fail(dev, "GetMPSComputeRunningProcesses", tc.ret)
@@ -267,6 +281,9 @@ func TestMPSClientsListRefusedServed(t *testing.T) {
 			s.scrape(time.Second)
 			s.scrape(time.Second)
 			f.fail(dev, "GetMPSComputeRunningProcesses", tc.ret)
+			if tc.compute != nil {
+				f.setProcs(dev, tc.compute, clients)
+			}
 			for range 2 {
 				got := ofGPU(s.scrape(time.Second), f.devs[dev].UUID)
 				d := s.sampler.Latest().DeviceByUUID(f.devs[dev].UUID)
