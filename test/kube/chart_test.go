@@ -171,6 +171,8 @@ func TestChartOnKubernetes(t *testing.T) {
 	step("exporter: each namespace's tenant served on the shared GPU, figures conserve")
 	c.checkPodInfo(ctx, held, nil, func(p podRef) string { return p.namespace })
 	step("exporter: each pod's vgpu_tenant_pod_info with its namespace, pod and container")
+	c.checkMetadataRead(ctx)
+	step("exporter: pod metadata read from the kubelet's /pods with nodes/pods get alone")
 
 	// The release's service account may not evict pods until the chart
 	// grants it (tuner.rebalanceHook.evictPods).
@@ -247,6 +249,19 @@ func (c *cluster) checkMetadataSource(ctx context.Context) {
 	}
 	if rules := c.roleRules(ctx); !slices.Contains(rules, "pods:list") || slices.Contains(rules, "nodes/proxy:get") || slices.Contains(rules, "nodes/pods:get") {
 		t.Fatalf("ClusterRole %s.%s rules %v: want pods:list, no nodes/proxy:get or nodes/pods:get", releaseNS, release, rules)
+	}
+}
+
+// checkMetadataRead: the exporter's last read of the pod metadata
+// succeeded (vgpu_kubelet_pod_metadata_up 1): a grant the kubelet refuses
+// (HTTP 403) reads 0.
+func (c *cluster) checkMetadataRead(ctx context.Context) {
+	c.t.Helper()
+	if err := poll(time.Minute, 2*time.Second, func() (bool, string, error) {
+		v, ok := value(c.scrape(ctx), "vgpu_kubelet_pod_metadata_up", nil)
+		return ok && v == 1, fmt.Sprintf("vgpu_kubelet_pod_metadata_up %v (served %v)", v, ok), nil
+	}); err != nil {
+		c.t.Fatalf("pod metadata from the kubelet: %v", err)
 	}
 }
 
