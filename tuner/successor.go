@@ -108,9 +108,14 @@ type successorWatch struct {
 	kinSeen       map[uint32]bool
 	// to is the successor told (named, where named; else found) whose
 	// original the journal did not take: the original stays with tg, and
-	// the follow is tried again (followTold); 0 for none.
-	to    uint32
-	named bool
+	// the follow is tried again (followTold); 0 for none. toID is its
+	// identity, read when it was told (a later read could be of another
+	// process that took the PID), toSeen when a snapshot last listed it
+	// under the client's tenant (toListed).
+	to     uint32
+	named  bool
+	toID   Identity
+	toSeen time.Time
 }
 
 // successors returns the MPS actuator when a's restart may go on under
@@ -574,8 +579,9 @@ func (t *Tuner) followAtRestore(keys []string, now time.Time) []string {
 		switch present, known := t.processPresent(w.tg); {
 		case pid != 0:
 			// told, its original not journaled yet: tried once more (the
-			// exit waits for no back-off)
-			if !t.followTold(w, pid, w.named, now) {
+			// exit waits for no back-off), where it is still the process
+			// told
+			if !t.toListed(w, now) || !t.followTold(w, pid, w.named, now) {
 				continue
 			}
 		case present || !known:

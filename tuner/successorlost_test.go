@@ -237,3 +237,77 @@ func TestExitCancelledRestartSetsClientBack(t *testing.T) {
 		t.Errorf("originals left open: %+v", o)
 	}
 }
+
+// toGone is what the tuner logs when a successor told while the journal
+// could not take its original is not the process told any more.
+const toGone = "is not listed on its GPU under its tenant any more"
+
+// diskFullIDs is a diskFullAfterRestart that tells its clients apart by
+// their start times, as idClients does.
+type diskFullIDs struct {
+	diskFullAfterRestart
+	starts map[uint32]uint64
+}
+
+func (d *diskFullIDs) ProcessStarts(pids []uint32) (string, []uint64, error) {
+	return processStarts(testBoot, d.starts, nil, pids)
+}
+
+// A successor told (named, or found) while the journal cannot take its
+// original, that exits before the journal takes it, its PID then taken by
+// another process, is not followed onto that process: one of another
+// tenant is given up, said at warning level (the original stays with the
+// old PID and is closed as gone), and nothing is followed or restarted
+// once the disk is freed, nor at exit; one of the same tenant is
+// followed with the identity read when the successor was told, which the
+// exit tells from the process's and closes as gone, restarting nothing.
+// Before, the follow retried later moved the original onto whatever held
+// the PID then, with that process's identity, and the exit set back and
+// restarted it: another tenant's process.
+func TestToldSuccessorReusedPIDNotFollowed(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		named  bool
+		reuser proc   // the process that takes PID 9
+		open   uint32 // the original journaled before the exit
+	}{
+		{"named, another tenant's", true, batch(9), 0},
+		{"found, another tenant's", false, batch(9), 0},
+		{"found, its tenant's", false, embed(9), 9},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Cleanup(func() { writeFile = (*os.File).Write })
+			host := &diskFullIDs{starts: map[uint32]uint64{7: 70, 8: 80}}
+			if c.named {
+				host.next = map[uint32]uint32{7: 9}
+			}
+			r := newUnnamedRunOn(t, filepath.Join(t.TempDir(), "journal"), &host.successorHost, host)
+			r.restart(t, embed(7), batch(8))
+			delete(host.starts, 7)
+			host.starts[9] = 90
+			freed := t0.Add(10 * time.Minute)
+			for i := range 60 {
+				if !r.clk.Now().Add(15 * time.Second).Before(freed) {
+					writeFile = (*os.File).Write
+				}
+				switch {
+				case i < 8: // the successor 9 runs
+					r.round(t, batch(8), embed(9))
+				case i < 12: // it exits, and its PID is taken
+					delete(host.starts, 9)
+					r.round(t, batch(8))
+				default:
+					host.starts[9] = 95
+					r.round(t, batch(8), c.reuser)
+				}
+			}
+			if n := strings.Count(r.log.String(), toGone); n != 1 && c.open == 0 || n != 0 && c.open != 0 {
+				t.Errorf("successor given up %d times\nlog: %s", n, r.log.String())
+			}
+			r.exit(t, c.open, nil)
+			if o := r.j.Originals(); len(o) != 0 {
+				t.Errorf("originals left open after the exit: %+v", o)
+			}
+		})
+	}
+}
