@@ -193,6 +193,7 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string, on
 			wait = min(2*wait, restoreRetryMax)
 		}
 	}
+	t.closeMovedAtExit(now)
 	return out, errors.Join(errs...)
 }
 
@@ -335,7 +336,7 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 			}
 			switch {
 			case w.to != 0:
-				left = fmt.Errorf("PID %d was restarted and goes on as PID %d, whose original the journal did not take: left for the next start, which looks for the successor again", o.Target.PID, w.to)
+				left = fmt.Errorf("PID %d was restarted and goes on as PID %d, whose original the journal did not take, and the latest snapshot does not list PID %d on the GPU under its tenant: left for the next start, which closes the original as gone unless it finds the successor within %s of the restart (PID %d, if it runs, keeps the cap it was started with)", o.Target.PID, w.to, w.to, successorWithin, w.to)
 			case w.old != 0:
 				left = fmt.Errorf("the restart hook named PID %d the successor of PID %d, and no snapshot has listed it on the GPU yet: left for the next start", o.Target.PID, w.old)
 			default:

@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/go-kit/log/level"
@@ -178,4 +179,56 @@ func (t *Tuner) toListed(w *successorWatch, now time.Time) bool {
 	delete(t.watches, k)
 	delete(t.followAt, k)
 	return false
+}
+
+// followUnjournaled moves, at exit, the original of w's client to its
+// successor told, w.to (still that process: toListed), where the journal
+// does not take the successor's original even then: the exit sets the
+// successor back all the same (restores go on while the journal cannot be
+// written), with the identity read when it was told, and the old PID's
+// original, open in the journal, is closed once that restore is made
+// (closeMovedAtExit). Left for the next start instead, it would be lost:
+// the next start looks for a successor only within successorWithin of the
+// restart, and the journal names none, so it would close the original as
+// gone, the successor keeping the tuner's cap for good.
+func (t *Tuner) followUnjournaled(w *successorWatch, now time.Time) bool {
+	ko := w.tg.String()
+	o, held := t.originals[ko]
+	nt := w.tg
+	nt.PID = w.to
+	nk := nt.String()
+	if _, has := t.originals[nk]; !held || has {
+		return false
+	}
+	t.originals[nk] = Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now, Identity: w.toID}
+	t.dropOriginal(ko)
+	if t.movedAtExit == nil {
+		t.movedAtExit = map[string]movedOriginal{}
+	}
+	t.movedAtExit[nk] = movedOriginal{o, w.to}
+	level.Warn(t.o.Logger).Log("msg", "tuner journal cannot take the original of an MPS client's successor at exit: the successor is set back all the same, and the old PID's original closed once the journal takes it",
+		"tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.tg.PID, "successor", w.to)
+	return true
+}
+
+// closeMovedAtExit closes in the journal (or keeps to write later:
+// unwritten.go) the original of each client whose successor the exit
+// set back, or found gone, after moving its original there without a
+// record (followUnjournaled). One whose successor's restore failed stays
+// open: the next start takes it up.
+func (t *Tuner) closeMovedAtExit(now time.Time) {
+	for nk, m := range t.movedAtExit {
+		if _, held := t.originals[nk]; held {
+			continue
+		}
+		delete(t.movedAtExit, nk)
+		t.journal(restoreRecord(EventRestored, m.old, now, fmt.Sprintf("the client went on as PID %d, whose original the exit took up", m.to)))
+	}
+}
+
+// movedOriginal is an original the exit moved to the successor to
+// (followUnjournaled).
+type movedOriginal struct {
+	old Original
+	to  uint32
 }

@@ -311,3 +311,87 @@ func TestToldSuccessorReusedPIDNotFollowed(t *testing.T) {
 		})
 	}
 }
+
+// diskFreedAtExit is a diskFullAfterRestart whose disk is freed as the
+// exit restarts PID 9 (freed), or not.
+type diskFreedAtExit struct {
+	diskFullAfterRestart
+	freed bool
+}
+
+func (d *diskFreedAtExit) RestartClient(ctx context.Context, uuid string, pid uint32, tn string) error {
+	err := d.diskFullAfterRestart.RestartClient(ctx, uuid, pid, tn)
+	if pid == 9 && d.freed {
+		writeFile = (*os.File).Write
+	}
+	return err
+}
+
+// The successor told (named, or found) whose original the journal takes
+// not even at exit is set back by the exit all the same, with the
+// identity read when it was told, and the old PID's original closed once
+// the journal takes that (at the exit's end; else it stays open for the
+// next start, said at warning level). Before, the exit left the original
+// "for the next start, which looks for the successor again", but the
+// next start looks only within a minute of the restart, and closed the
+// original as gone: the successor kept the tuner's cap for good.
+func TestToldSuccessorSetBackAtExit(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		named, freed bool
+	}{
+		{"named, disk full", true, false},
+		{"found, disk full", false, false},
+		{"found, disk freed at exit", false, true},
+		{"found, missed by the last sample", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Cleanup(func() { writeFile = (*os.File).Write })
+			host := &diskFreedAtExit{freed: c.freed}
+			if c.named {
+				host.next = map[uint32]uint32{7: 9}
+			}
+			r := newUnnamedRunOn(t, filepath.Join(t.TempDir(), "journal"), &host.successorHost, host)
+			r.restart(t, embed(7), batch(8))
+			for range 20 { // five minutes, the disk full throughout
+				r.round(t, batch(8), embed(9))
+			}
+			if missed := strings.HasSuffix(c.name, "sample"); missed {
+				// the exit cannot tell PID 9 still runs, and says what
+				// becomes of it
+				r.round(t, batch(8))
+				_, err := r.tu.Restore(context.Background())
+				if err == nil || !strings.Contains(err.Error(), "closes the original as gone unless it finds the successor") || len(r.host.Calls) != 0 {
+					t.Errorf("restore at exit: %v, calls %q; want it left, saying what the next start does", err, r.host.Calls)
+				}
+				return
+			}
+			r.exit(t, 7, restoredOn9)
+			var open []uint32
+			for _, o := range r.j.Originals() {
+				open = append(open, o.Target.PID)
+			}
+			if want := map[bool][]uint32{false: {7}, true: nil}[c.freed]; !slices.Equal(open, want) {
+				t.Errorf("originals open after the exit on PIDs %v, want %v", open, want)
+			}
+			if c.freed {
+				return
+			}
+			// the next start cannot tell the successor (the minute has
+			// passed), and says that the exit may have set it back
+			writeFile = (*os.File).Write
+			r.j.Close()
+			next := newUnnamedRun(t, r.path)
+			next.clk.Set(r.clk.Now().Add(30 * time.Second))
+			if _, err := next.tu.Recover(context.Background(), tenantSnap(next.clk.Now(), batch(8), embed(9))); err != nil {
+				t.Fatal(err)
+			}
+			for range 6 {
+				next.round(t, batch(8), embed(9))
+			}
+			if l := next.log.String(); !strings.Contains(l, "unless the run that restarted it set it back at exit") || len(next.host.Calls) != 0 {
+				t.Errorf("next start: calls %q, open %+v, log:\n%s", next.host.Calls, next.j.Originals(), l)
+			}
+		})
+	}
+}

@@ -298,6 +298,10 @@ type Tuner struct {
 	// unwritten are the restored records the journal could not take, by
 	// target (unwritten.go).
 	unwritten map[string]Record
+	// movedAtExit are the originals of restarted MPS clients the exit
+	// moved to their successors without a journal record, by the
+	// successor's target (followUnjournaled).
+	movedAtExit map[string]movedOriginal
 	// compactErr is the journal's compaction error last logged.
 	compactErr string
 	// relinkErr is the journal's Relink error last logged.
