@@ -324,6 +324,10 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 		a, why = t.samePaused(a, o, why) // (a PID another's by now passed over)
 	}
 	present, known := true, true
+	if o.kept != "" {
+		t.leaveKept(o)
+		return a, d, nil, true
+	}
 	if o.Target.Knob == gpu.KnobMPSActiveThreads {
 		a.Restart = true
 		present, known = t.processPresent(o.Target)
@@ -430,7 +434,8 @@ func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision
 // exit would fail and every start make the same call again, with nothing
 // more to do: no call of the tuner's restarts the client on such a host.
 // The fraction set back is held pending as a change's is (noteApplied),
-// till a reading shows it in force (syncPending): the rounds' policies
+// till a reading shows it in force (syncPending), or readings keep
+// contradicting it (pendingcontradicted.go): the rounds' policies
 // read the client at its original, not at the cap its running context
 // keeps, and a later cap journals that as its original.
 func (t *Tuner) settleRestore(ctx context.Context, o Original, a Action, d Decision, err error, now time.Time) (*Decision, error) {
@@ -439,6 +444,7 @@ func (t *Tuner) settleRestore(ctx context.Context, o Original, a Action, d Decis
 	rd, err := t.restoreSettled(ctx, o, a, d, err, now)
 	if f, ok := o.Value.(Fraction); ok && pending && err == nil {
 		t.pending[o.Target.String()] = f
+		t.notePendingRestore(o, now)
 	}
 	return rd, err
 }
