@@ -139,7 +139,8 @@ func (t *Tuner) restartedLately(k string, now time.Time) bool {
 // lists it: on the client's GPU, under its tenant. Its PID may be taken by
 // another process once it exits, and the follow (later, or at exit) would
 // move the original there, and the exit restart that process. A PID the
-// snapshot lists under another tenant, or one not listed for GoneAfter
+// snapshot lists under another tenant, or one not listed under the
+// client's for GoneAfter
 // (counted, for a named successor not listed yet, from when the bound
 // within which it is told has passed), is given up, said at warning level:
 // the original stays with the old PID, closed as gone once that is taken
@@ -163,8 +164,8 @@ func (t *Tuner) toListed(w *successorWatch, now time.Time) bool {
 	case running[key] && (w.tenant == "" || tn == w.tenant):
 		w.toSeen = snap.Time
 		return true
-	case running[key]:
-	default:
+	case running[key] && tn != "":
+	default: // (not listed, or not attributed to a tenant: a sample may miss it)
 		since := w.toSeen
 		if since.IsZero() {
 			since = w.At.Add(successorWithin)

@@ -395,3 +395,26 @@ func TestToldSuccessorSetBackAtExit(t *testing.T) {
 		})
 	}
 }
+
+// A successor told while the journal cannot take its original that a few
+// samples list with no tenant (the attribution missed it), for less than
+// a minute, is still followed once the journal takes it: only another
+// tenant's process on its PID, or a minute without it, gives it up.
+func TestToldSuccessorUnattributedAWhile(t *testing.T) {
+	t.Cleanup(func() { writeFile = (*os.File).Write })
+	host := &diskFullAfterRestart{}
+	r := newUnnamedRunOn(t, filepath.Join(t.TempDir(), "journal"), &host.successorHost, host)
+	r.restart(t, embed(7), batch(8))
+	for range 6 { // the successor found
+		r.round(t, batch(8), embed(9))
+	}
+	for range 3 {
+		r.round(t, batch(8), proc{9, ""})
+	}
+	writeFile = (*os.File).Write
+	r.round(t, batch(8), embed(9))
+	if strings.Contains(r.log.String(), toGone) {
+		t.Errorf("the successor was given up:\n%s", r.log.String())
+	}
+	r.exit(t, 9, restoredOn9)
+}
