@@ -198,7 +198,7 @@ func (t *Tuner) followUnjournaled(w *successorWatch, now time.Time) bool {
 	nt := w.tg
 	nt.PID = w.to
 	nk := nt.String()
-	if _, has := t.originals[nk]; !held || has {
+	if _, has := t.originals[nk]; !held || has || !t.exiting {
 		return false
 	}
 	t.originals[nk] = Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now, Identity: w.toID}
