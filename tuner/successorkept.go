@@ -3,6 +3,8 @@ package tuner
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/go-kit/log/level"
@@ -140,13 +142,12 @@ func (t *Tuner) restartedLately(k string, now time.Time) bool {
 // another process once it exits, and the follow (later, or at exit) would
 // move the original there, and the exit restart that process. A PID the
 // snapshot lists under another tenant, or one not listed under the
-// client's for GoneAfter
-// (counted, for a named successor not listed yet, from when the bound
-// within which it is told has passed), is given up, said at warning level:
-// the original stays with the old PID, closed as gone once that is taken
-// for gone (the successor is gone with its cap); a snapshot that does not
-// read the GPU, or a sample that misses the successor for less, tells
-// nothing yet (false, kept). The identity journaled with a follow is the
+// client's for GoneAfter (counted, for a named successor not listed yet,
+// from when the bound within which it is told has passed), is given up,
+// said at warning level: the original stays with the old PID, closed as
+// gone once that is taken for gone (the successor is gone with its cap);
+// a snapshot that does not read the GPU, or samples that miss the
+// successor (or its tenant) for less, tell nothing yet (false, kept). The identity journaled with a follow is the
 // one read when the successor was told (toID): a same tenant's process
 // that took the PID is told from it by the restore (clientGone).
 func (t *Tuner) toListed(w *successorWatch, now time.Time) bool {
@@ -218,10 +219,11 @@ func (t *Tuner) followUnjournaled(w *successorWatch, now time.Time) bool {
 // record (followUnjournaled). One whose successor's restore failed stays
 // open: the next start takes it up.
 func (t *Tuner) closeMovedAtExit(now time.Time) {
-	for nk, m := range t.movedAtExit {
+	for _, nk := range slices.Sorted(maps.Keys(t.movedAtExit)) {
 		if _, held := t.originals[nk]; held {
 			continue
 		}
+		m := t.movedAtExit[nk]
 		delete(t.movedAtExit, nk)
 		t.journal(restoreRecord(EventRestored, m.old, now, fmt.Sprintf("the client went on as PID %d, whose original the exit took up", m.to)))
 	}
