@@ -77,6 +77,10 @@ type Original struct {
 	// RestoreFailed: this run's latest restore (or thaw) of it failed.
 	// Never journaled: the next start tries it again.
 	RestoreFailed bool
+	// kept says why an MPS cap's restore, settled pending, is not made
+	// again by this run: readings showed the client keeps the cap
+	// (pendingcontradicted.go). Never journaled.
+	kept string
 }
 
 // originalRecord is the original record of o, with its identity

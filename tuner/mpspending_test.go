@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
+
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/gpu/mps"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
@@ -120,7 +122,9 @@ func TestMPSRestorePendingWithoutRestartHook(t *testing.T) {
 // pending, as it holds a change's, so the round after it reads the client
 // at its original, not at the cap its running context keeps (the
 // reading): a policy sees it at 100%, not at the earlier run's 40%, and
-// its cap is refused there, untried, no original journaled. (Kept as the
+// its cap is refused there, untried, no original journaled (readings
+// that keep contradicting it for a minute are believed then:
+// TestMPSRestorePendingContradicted). (Kept as the
 // reading says, the client would read as capped already; on a host whose
 // caps were tried, a later cap would journal 40% as the original, and the
 // exit would "restore" the client to it.)
@@ -146,11 +150,7 @@ func TestMPSRestorePendingInRound(t *testing.T) {
 		t.Fatal(err)
 	}
 	capped := 0.4 // the earlier run's cap, in the client's running context
-	listed := func(at time.Time) *tenant.Snapshot {
-		s := tenantSnap(at, embed(10), batch(8))
-		s.Readings.Devices[0].Processes[0].MPSActiveThreads = &capped
-		return s
-	}
+	listed := func(at time.Time) *tenant.Snapshot { return readingClient(at, &capped) }
 	d := roundAt(t, tu, clk, listed(at.Add(30*time.Second)))
 	checkRestoredPending(t, tu, j, d, nil, 0)
 	tu.o.Policy = decide
@@ -164,4 +164,94 @@ func TestMPSRestorePendingInRound(t *testing.T) {
 	if o := j.Originals(); len(o) != 0 {
 		t.Errorf("originals after the refused cap %+v, want none", o)
 	}
+}
+
+// A restore settled pending on a host without client restarts whose
+// client's readings keep contradicting it (its running context keeps the
+// earlier run's 40%: started by that run's hook with the cap in its
+// environment) is taken as not made once they have for a minute: the
+// pending value dropped (the policy reads the client at 40%, as it is),
+// the original open again, in the journal too, one failure counted and a
+// warning saying the client keeps 40% until it is restarted by hand or a
+// restart hook is configured; no call is made again, in the rounds or at
+// exit, which leaves the original open with no failure counted again. A
+// reading that shows the original once (a new context) settles it.
+// Before, the original was closed, no failure counted, and the policy read
+// the client at 100% for its lifetime while every reading said 40%.
+func TestMPSRestorePendingContradicted(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		reading float64 // after the first round
+		kept    bool
+	}{
+		{"the cap kept", 0.4, true},
+		{"a new context", 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			at := t0.Add(time.Hour)
+			host := &idClients{boot: testBoot, starts: map[uint32]uint64{10: 500, 8: 50}}
+			host.Errs, host.NoRestartHook = noRestartHook, mps.NoRestartHook
+			tg := Target{GPU: uuid0, Knob: gpu.KnobMPSActiveThreads, PID: 10}
+			var read []Fraction // the client's fraction as the policy reads it
+			var decide deciderFunc = func(s *State) []Action {
+				for _, d := range s.UpDevices() {
+					for _, p := range d.Processes {
+						if p.PID == tg.PID {
+							read = append(read, s.MPSFraction(tg, p.MPSActiveThreads))
+						}
+					}
+				}
+				return nil
+			}
+			var logged strings.Builder
+			tu, j, clk := deferredRun(t, host, Identity{Boot: testBoot, Starts: []uint64{500}}, fixed(nil))
+			tu.o.Logger = log.NewLogfmtLogger(&logged)
+			if _, err := tu.Recover(context.Background(), tenantSnap(at, batch(8))); err != nil {
+				t.Fatal(err)
+			}
+			reading := 0.4 // the earlier run's cap, in the client's running context
+			listed := func(at time.Time) *tenant.Snapshot { return readingClient(at, &reading) }
+			checkRestoredPending(t, tu, j, roundAt(t, tu, clk, listed(at.Add(30*time.Second))), nil, 0)
+			tu.o.Policy = decide
+			host.Calls = nil
+			for i := range 240 { // an hour of rounds
+				roundAt(t, tu, clk, listed(at.Add(45*time.Second+time.Duration(i)*15*time.Second)))
+				reading = c.reading
+			}
+			want := Fraction(c.reading)
+			if !c.kept {
+				want = 1
+			}
+			if read[0] != 1 || read[len(read)-1] != want {
+				t.Errorf("the policy read the client at %v first, %v last; want 100%%, then %v", read[0], read[len(read)-1], want)
+			}
+			failures := map[bool]uint64{true: 1}[c.kept]
+			if n := tu.Status().Counts.RestoreFailures; n != failures {
+				t.Errorf("%d restore failures counted, want %d", n, failures)
+			}
+			if o := j.Originals(); c.kept && (len(o) != 1 || o[0].Target != tg || o[0].Value != Fraction(1)) || !c.kept && len(o) != 0 {
+				t.Errorf("originals open %+v, want 100%% on PID 10 open: %v", o, c.kept)
+			}
+			if got := strings.Count(logged.String(), "the client keeps 40% until it is restarted by hand or a restart hook is configured"); c.kept && got != 1 || !c.kept && got != 0 {
+				t.Errorf("the cap kept said %d times\n%s", got, logged.String())
+			}
+			if _, err := tu.Restore(context.Background()); err != nil {
+				t.Errorf("restore at exit: %v, want none", err)
+			}
+			if n := tu.Status().Counts.RestoreFailures; len(host.Calls) != 0 || n != failures {
+				t.Errorf("calls %q, %d failures counted; want none, %d", host.Calls, n, failures)
+			}
+			if o := j.Originals(); len(o) != map[bool]int{true: 1}[c.kept] {
+				t.Errorf("originals open after the exit %+v", o)
+			}
+		})
+	}
+}
+
+// readingClient is a snapshot at at of embed's MPS client 10, its
+// fraction read as *reading, and batch's 8.
+func readingClient(at time.Time, reading *float64) *tenant.Snapshot {
+	s := tenantSnap(at, embed(10), batch(8))
+	s.Readings.Devices[0].Processes[0].MPSActiveThreads = reading
+	return s
 }

@@ -193,6 +193,7 @@ func (t *Tuner) restoreLocked(ctx context.Context, now time.Time, why string, on
 			wait = min(2*wait, restoreRetryMax)
 		}
 	}
+	t.closeMovedAtExit(now)
 	return out, errors.Join(errs...)
 }
 
@@ -323,6 +324,10 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 		a, why = t.samePaused(a, o, why) // (a PID another's by now passed over)
 	}
 	present, known := true, true
+	if o.kept != "" {
+		t.leaveKept(o)
+		return a, d, nil, true
+	}
 	if o.Target.Knob == gpu.KnobMPSActiveThreads {
 		a.Restart = true
 		present, known = t.processPresent(o.Target)
@@ -335,7 +340,7 @@ func (t *Tuner) restoreAction(k string, now time.Time, why string) (a Action, d 
 			}
 			switch {
 			case w.to != 0:
-				left = fmt.Errorf("PID %d was restarted and goes on as PID %d, whose original the journal did not take: left for the next start, which looks for the successor again", o.Target.PID, w.to)
+				left = fmt.Errorf("PID %d was restarted and goes on as PID %d, whose original the journal did not take, and the latest snapshot does not list PID %d on the GPU under its tenant: left for the next start, which closes the original as gone unless it finds the successor within %s of the restart (PID %d, if it runs, keeps the cap it was started with)", o.Target.PID, w.to, w.to, successorWithin, w.to)
 			case w.old != 0:
 				left = fmt.Errorf("the restart hook named PID %d the successor of PID %d, and no snapshot has listed it on the GPU yet: left for the next start", o.Target.PID, w.old)
 			default:
@@ -429,7 +434,8 @@ func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision
 // exit would fail and every start make the same call again, with nothing
 // more to do: no call of the tuner's restarts the client on such a host.
 // The fraction set back is held pending as a change's is (noteApplied),
-// till a reading shows it in force (syncPending): the rounds' policies
+// till a reading shows it in force (syncPending), or readings keep
+// contradicting it (pendingcontradicted.go): the rounds' policies
 // read the client at its original, not at the cap its running context
 // keeps, and a later cap journals that as its original.
 func (t *Tuner) settleRestore(ctx context.Context, o Original, a Action, d Decision, err error, now time.Time) (*Decision, error) {
@@ -438,6 +444,7 @@ func (t *Tuner) settleRestore(ctx context.Context, o Original, a Action, d Decis
 	rd, err := t.restoreSettled(ctx, o, a, d, err, now)
 	if f, ok := o.Value.(Fraction); ok && pending && err == nil {
 		t.pending[o.Target.String()] = f
+		t.notePendingRestore(o, now)
 	}
 	return rd, err
 }

@@ -108,9 +108,17 @@ type successorWatch struct {
 	kinSeen       map[uint32]bool
 	// to is the successor told (named, where named; else found) whose
 	// original the journal did not take: the original stays with tg, and
-	// the follow is tried again (followTold); 0 for none.
-	to    uint32
-	named bool
+	// the follow is tried again (followTold); 0 for none. toID is its
+	// identity, read when it was told (a later read could be of another
+	// process that took the PID), toSeen when a snapshot last listed it
+	// under the client's tenant (toListed).
+	to     uint32
+	named  bool
+	toID   Identity
+	toSeen time.Time
+	// adopted is whether the watch is of an original an earlier run left
+	// open (adoptOriginal).
+	adopted bool
 }
 
 // successors returns the MPS actuator when a's restart may go on under
@@ -383,7 +391,7 @@ func (t *Tuner) adoptOriginal(o Original, now time.Time) {
 		}
 	}
 	if o.Restart != nil && o.Tenant != "" {
-		t.watches[k] = &successorWatch{Restart: *o.Restart, tg: o.Target, tenant: o.Tenant}
+		t.watches[k] = &successorWatch{Restart: *o.Restart, tg: o.Target, tenant: o.Tenant, adopted: true}
 	}
 }
 
@@ -555,7 +563,11 @@ func (t *Tuner) successorOf(w *successorWatch, snap *tenant.Snapshot, now time.T
 			"tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.old, "named", w.tg.PID, "candidates", pidsText(w.cands), "why", why)
 		return 0, false, false
 	}
-	level.Warn(t.o.Logger).Log("msg", "tuner cannot tell the successor of an MPS client it restarted, and the restart hook named none: the successor keeps the cap it was started with; a hook that prints pid=N as its last line of stdout names it",
+	kept := "the successor keeps the cap it was started with"
+	if w.adopted {
+		kept += " (unless the run that restarted it set it back at exit, its journal unwritable: that run's log says so)"
+	}
+	level.Warn(t.o.Logger).Log("msg", "tuner cannot tell the successor of an MPS client it restarted, and the restart hook named none: "+kept+"; a hook that prints pid=N as its last line of stdout names it",
 		"tenant", w.tenant, "gpu", w.tg.GPU, "pid", w.tg.PID, "candidates", pidsText(w.cands), "why", why)
 	return 0, false, false
 }
@@ -574,8 +586,9 @@ func (t *Tuner) followAtRestore(keys []string, now time.Time) []string {
 		switch present, known := t.processPresent(w.tg); {
 		case pid != 0:
 			// told, its original not journaled yet: tried once more (the
-			// exit waits for no back-off)
-			if !t.followTold(w, pid, w.named, now) {
+			// exit waits for no back-off), where it is still the process
+			// told
+			if !t.toListed(w, now) || !t.followTold(w, pid, w.named, now) && !t.followUnjournaled(w, now) {
 				continue
 			}
 		case present || !known:

@@ -298,6 +298,11 @@ type Tuner struct {
 	// unwritten are the restored records the journal could not take, by
 	// target (unwritten.go).
 	unwritten map[string]Record
+	// movedAtExit: the originals the exit moved to successors without a
+	// record (followUnjournaled); restoredPending: the MPS restores settled
+	// pending, till a reading confirms them (pendingcontradicted.go).
+	movedAtExit     map[string]movedOriginal
+	restoredPending map[string]restoredPending
 	// compactErr is the journal's compaction error last logged.
 	compactErr string
 	// relinkErr is the journal's Relink error last logged.
@@ -574,22 +579,6 @@ func (t *Tuner) noteApplied(st *State, a Action, now time.Time) {
 	t.evals = slices.DeleteFunc(t.evals, func(e evaluation) bool { return e.a.Target == a.Target })
 	if st != nil && a.Relax && !a.Revert && t.o.RevertAfter > 0 {
 		t.evals = append(t.evals, evaluation{a: a, before: Objective(st, a.GPU), due: now.Add(t.o.RevertAfter), epochs: measuredEpochs(st, a.GPU)})
-	}
-}
-
-// syncPending drops pending MPS values that the snapshot shows effective.
-func (t *Tuner) syncPending(snap *tenant.Snapshot) {
-	if len(t.pending) == 0 || snap.Readings == nil {
-		return
-	}
-	for i := range snap.Readings.Devices {
-		d := &snap.Readings.Devices[i]
-		for _, p := range d.Processes {
-			k := Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: p.PID}.String()
-			if f, ok := t.pending[k]; ok && p.MPSActiveThreads != nil && Fraction(*p.MPSActiveThreads).Distance(f) < 1e-6 {
-				delete(t.pending, k)
-			}
-		}
 	}
 }
 
