@@ -35,6 +35,9 @@ type Runner struct {
 	// lateCloses bounds the closes after a restore that ended past
 	// restoreTimeout (lateCloseTimeout; shorter in tests).
 	lateCloses time.Duration
+	// callTimeout is the longest an outside program a round's call runs
+	// may take (SetCallTimeout): the rounds' bound is never below it.
+	callTimeout time.Duration
 	// done is closed when Run returns: the tuner is idle, for the restore.
 	done chan struct{}
 	// late is what the exit left running past its deadline (exitlate.go).
@@ -75,6 +78,29 @@ func (r *Runner) SetRestoreTimeout(d time.Duration) {
 	if d > 0 {
 		r.restoreTimeout = d
 	}
+}
+
+// SetCallTimeout says how long one outside program a round's call runs
+// may take (--mps.timeout, --nvidia-smi.timeout: the longest of them): a
+// round's bound is at least d, so that it never kills a program its own
+// timeout would have let run. d <= 0 leaves it as it is.
+func (r *Runner) SetCallTimeout(d time.Duration) {
+	if d > 0 {
+		r.callTimeout = d
+	}
+}
+
+// RoundTimeout bounds each round's calls to the actuators: roundShare of
+// the interval, at least the call timeout (SetCallTimeout). A call that
+// cannot get its GPU by then (the NVML backend held by a sample stuck in a
+// driver call) gives up as busy (gpu.ErrBusy: refused, nothing asked of
+// the GPU), so that the round ends and the next one runs; a driver call
+// under way is not cut (the change it makes is journaled as made). Hooks
+// (an MPS client's restart, a rebalancing plan) run off the round on
+// their own timeouts, and the restores at start and exit on
+// --tuner.restore-timeout: neither is bounded by it.
+func (r *Runner) RoundTimeout() time.Duration {
+	return max(share(r.interval, roundShare), r.callTimeout)
 }
 
 // CloseAtExit has the restore at exit close cs after setting the
@@ -139,11 +165,16 @@ func logJournalOpen(logger log.Logger, path string, j *Journal) {
 	}
 }
 
+// roundShare is the part of the interval a round's actuator calls may
+// wait (Runner.RoundTimeout): the rest keeps the next round on its tick.
+const roundShare = 0.8
+
 // Run first restores what an earlier run left changed (as soon as the
 // first snapshot is there), then decides every interval until ctx is done:
 // a round starts an interval after the one before started, and one that
 // takes longer than the interval is followed at the next whole interval
-// from its start. It runs once.
+// from its start. Each round's context ends RoundTimeout after it
+// starts. It runs once.
 func (r *Runner) Run(ctx context.Context) {
 	defer close(r.done)
 	snap := r.snapshot()
@@ -170,7 +201,10 @@ func (r *Runner) Run(ctx context.Context) {
 		case <-r.clock.After(wait):
 		}
 		start := r.clock.Now()
-		if _, err := r.t.RunOnce(ctx, r.snapshot()); err != nil && ctx.Err() == nil {
+		round, cancel := context.WithTimeout(ctx, r.RoundTimeout())
+		_, err := r.t.RunOnce(round, r.snapshot())
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			r.failed = true
 			level.Error(r.logger).Log("msg", "tuner round failed", "err", err)
 		}

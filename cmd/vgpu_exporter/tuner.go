@@ -255,6 +255,8 @@ func newTunerRunner(cfg *config, src gpu.Source, clock gpu.Clock, snapshot func(
 		"enabled_knobs", strings.Join(c.EnabledKnobs, " "), "autotune_params", strings.Join(c.AutotuneParams, " "))
 	r := tuner.NewRunner(t, journal, clock, c.Interval, snapshot, logger)
 	r.SetRestoreTimeout(c.RestoreTimeout)
+	// a round's bound never kills an outside program before its own timeout
+	r.SetCallTimeout(max(cfg.Actuators.MPSTimeout, cfg.Actuators.NvidiaSMITimeout))
 	r.CloseAtExit(closersAtExit(backends)...)
 	if lock != nil {
 		r.ReleaseAtExit(lock) // after the restore at exit and the journal's close: held by the runner until then

@@ -450,19 +450,47 @@ func TestRestoreTimeoutFlag(t *testing.T) {
 		{nil, 30 * time.Second},
 		{[]string{"--tuner.restore-timeout=150s"}, 150 * time.Second},
 	} {
-		clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		cfg := testConfig(t, append([]string{"--backend=sim", "--sim.scenario=noisy-neighbour", "--tuner.mode=recommend"}, c.args...)...)
-		svc, err := buildOn(cfg, clock, log.NewNopLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := newTunerRunner(cfg, sourceOnly{svc.src}, clock, svc.Snapshot, svc.Sampler().Subscribe, log.NewNopLogger())
-		svc.src.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := simRunner(t, c.args...)
 		if got := r.RestoreTimeout(); got != c.want {
 			t.Errorf("%v: restore timeout %v, want %v", c.args, got, c.want)
+		}
+	}
+}
+
+// simRunner is the tuner's runner of a simulated host in recommend mode
+// with the flags args.
+func simRunner(t *testing.T, args ...string) *tuner.Runner {
+	t.Helper()
+	clock := gpu.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := testConfig(t, append([]string{"--backend=sim", "--sim.scenario=noisy-neighbour", "--tuner.mode=recommend"}, args...)...)
+	svc, err := buildOn(cfg, clock, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := newTunerRunner(cfg, sourceOnly{svc.src}, clock, svc.Snapshot, svc.Sampler().Subscribe, log.NewNopLogger())
+	svc.src.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A round's calls are bounded by four fifths of --tuner.interval, never
+// below the longest of --mps.timeout and --nvidia-smi.timeout (a program
+// a round's call runs is cut by its own timeout, not by the round's).
+func TestRoundTimeoutFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, 12 * time.Second},
+		{[]string{"--tuner.interval=1s"}, 10 * time.Second},
+		{[]string{"--tuner.interval=1s", "--nvidia-smi.timeout=2s", "--mps.timeout=3s"}, 3 * time.Second},
+		{[]string{"--tuner.interval=1m"}, 48 * time.Second},
+	} {
+		r := simRunner(t, c.args...)
+		if got := r.RoundTimeout(); got != c.want {
+			t.Errorf("%v: round timeout %v, want %v", c.args, got, c.want)
 		}
 	}
 }
