@@ -261,6 +261,17 @@
             'The last successful sample of vgpu_exporter' + onHost + ' is {{ $value | humanizeDuration }} old: every GPU series it serves is stale.',
           ),
           alert(
+            'VGPUExporterDuplicateGPU',
+            'warning',
+            // served from 0, so increase() sees the first device dropped;
+            // the window is longer than the for:, so that one sample's
+            // duplicate fires too
+            std.format('increase(vgpu_sample_duplicate_gpus_dropped_total{%s}[%s]) > 0', [sel, c.duplicateGPUWindow]),
+            c.alertFor.duplicateGPU,
+            'The backend of vgpu_exporter lists a GPU twice in its samples.',
+            'The backend of vgpu_exporter' + onHost + ' listed a GPU twice in a sample; the later copies are dropped (in the last %s: {{ $value | humanize }}), so that every series sees one device per GPU, the first listed. The exporter\'s log names the GPUs (msg="the backend listed a GPU twice...").' % c.duplicateGPUWindow,
+          ),
+          alert(
             'VGPUExporterLatencySourceDown',
             'warning',
             // absent before the source's first read (not down: not read

@@ -50,6 +50,9 @@
     // window of this length for its for:, whether it is down or flapping
     // (a flapping source's up reads 1 half the time).
     dcgmErrorWindow: '5m',
+    // VGPUExporterDuplicateGPU: devices the exporter dropped for repeating
+    // a GPU of the same sample, counted over this window.
+    duplicateGPUWindow: '10m',
     tunerFailedActionsThreshold: 3,  // failed actions of one knob in tunerWindow
     tunerRevertsThreshold: 3,  // reverts in tunerWindow
     // VGPUTunerPauseNotInForce: pause periods of one tenant whose freeze
@@ -113,6 +116,7 @@
       attributionConflict: '15m',
       dcgmExporterUnreachable: '10m',
       dcgmExporterNoFigures: '10m',
+      duplicateGPU: '5m',
       tunerKillSwitch: '1h',
       tunerJournalErrors: '5m',
       tunerPauseNotInForce: '10m',

@@ -154,7 +154,7 @@ local g = import 'lib/dashboard.libsonnet';
       ], 'Actions planned by the tuner (guarded ones left out) and its reverts, on the hosts where the tenant had a process in the interval: one bar per interval in which any happened, by knob and outcome; empty while the tuner holds.'),
     ]),
 
-    'vgpu-gpu.json': g.dashboard(c, 'vgpu-gpu.json', 'vGPU / GPU and MIG', 'Per GPU and MIG instance: the split of SMs and HBM among tenants, context switches, vGPU instances and their scheduler, clocks, power, throttle reasons, XID errors, NVLink and PCIe health and memory repair.', [clusterVar, jobVar, hostVar, gpuVar, migVar, tenantVar(true)], [
+    'vgpu-gpu.json': g.dashboard(c, 'vgpu-gpu.json', 'vGPU / GPU and MIG', "Per GPU and MIG instance: the split of SMs and HBM among tenants, context switches, vGPU instances and their scheduler, clocks, power, throttle reasons, XID errors, NVLink and PCIe health, memory repair, and the exporter's sampling time on each host.", [clusterVar, jobVar, hostVar, gpuVar, migVar, tenantVar(true)], [
       g.row('Activity'),
       g.timeseries('SM active', [g.target(std.format('vgpu_gpu_sm_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
       g.timeseries('HBM bandwidth used', [g.target(std.format('vgpu_gpu_dram_active_ratio{%s}', fg), gpuLegend)], 'percentunit') { w: 8 },
@@ -216,6 +216,12 @@ local g = import 'lib/dashboard.libsonnet';
         g.target(std.format('vgpu_gpu_retired_pages_pending{%s}', fg)),
         g.target(std.format('vgpu_gpu_ecc_errors_total{%s}', fg)),
       ], description='Rows remapped by cause, a remap pending a reset or failed (Ampere and later), pages retired by cause and a retirement pending a reboot (older GPUs), ECC errors by type since the driver loaded.'),
+      g.row('Exporter'),
+      g.timeseries('Sampling time', [
+        g.target(std.format('vgpu_sample_duration_seconds{%s}', fh), '{{%s}} backend' % host),
+        g.target(std.format('vgpu_sample_publish_duration_seconds{%s}', fh), '{{%s}} publication' % host),
+        g.target(std.format('vgpu_sample_interval_seconds{%s}', fh), '{{%s}} interval' % host),
+      ], 's', description="Wall time the host's last sample took, in two parts: the backend's call (vgpu_sample_duration_seconds: NVML, dcgm-exporter) and its publication (vgpu_sample_publish_duration_seconds: the snapshot's build with the tenants' attribution and /proc reads, the /metrics renders), against --sample.interval (vgpu_sample_interval_seconds). A sample whose two parts add up to more than the interval skips the ticks it covers (the next starts at the next whole interval from its start); VGPUExporterSamplingSlow fires once fewer than 90%% of the samples asked for are taken, for %s." % c.alertFor.samplingSlow) { w: 24 },
     ]),
     'vgpu-chargeback.json': g.dashboard(c, 'vgpu-chargeback.json', 'vGPU / Energy and chargeback', "Each tenant's apportioned energy, GPU time used and held, and device memory held, with totals and cost per day and per 30 days; the cost is the exporters' own vgpu_tenant_cost_total, at the prices they are given (docs/metering.md, Cost). Tables export as CSV from the panel menu (Inspect, Data).", [clusterVar, jobVar, hostVar, tenantVar(true)], [
       g.row('Energy and use'),
