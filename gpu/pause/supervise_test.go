@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -208,6 +209,16 @@ echo "freeze v2 $1 1h" >&3 && echo 1 > "$1/cgroup.freeze" && exit 5`, nil, dir)
 // The supervisor passes SIGTERM, SIGINT and SIGHUP to the exporter, and
 // exits with the status the exporter's exit on each gives.
 func TestSuperviseForwardsSignals(t *testing.T) {
+	// A signal ignored where the test runs (SIGHUP under nohup) stays
+	// ignored in the exporter it starts, whose shell then cannot trap
+	// it: handled here, it is reset to the default at the exec.
+	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		if signal.Ignored(sig) {
+			c := make(chan os.Signal, 1)
+			signal.Notify(c, sig)
+			defer signal.Stop(c)
+		}
+	}
 	for _, tc := range []struct {
 		sig  syscall.Signal
 		want int
