@@ -295,7 +295,7 @@ func (t *Tuner) restoredByHook(ctx context.Context, h *hookCall, o Original, now
 	to, held := t.heldText(h.a, cur)
 	d := Decision{Time: now, GPU: cur.Target.GPU, Tenant: cur.Tenant, Knob: cur.Target.Knob, From: h.d.From, To: to,
 		Reason: joinReasons("restored at exit: set back by the tuner's change to it (a revert or a policy's change back), whose hook ran at exit and ended within the restore's deadline", held)}
-	rd, _ := t.restoreSettled(ctx, cur, a, d, nil, now)
+	rd, _ := t.restoreSettled(ctx, cur, a, d, nil, false, now)
 	return []Decision{*rd}
 }
 

@@ -94,6 +94,9 @@ func TestMPSRestorePendingWithoutRestartHook(t *testing.T) {
 		clk.Advance(time.Minute)
 		d, err = tu.Restore(ctx)
 		checkRestoredPending(t, tu, j, d, err, failed)
+		if n := tu.Status().Counts.Restores; n != 1 { // (no reading after the exit confirms it)
+			t.Errorf("%d restores counted, want the pending one", n)
+		}
 		if want := []string{"SetMPSActiveThreads(GPU-0,7,1.0000)", "RestartClient(GPU-0,7)"}; !slices.Equal(rec.Calls, want) {
 			t.Errorf("calls %q, want %q", rec.Calls, want)
 		}
@@ -174,18 +177,25 @@ func TestMPSRestorePendingInRound(t *testing.T) {
 // the original open again, in the journal too, one failure counted and a
 // warning saying the client keeps 40% until it is restarted by hand or a
 // restart hook is configured; no call is made again, in the rounds or at
-// exit, which leaves the original open with no failure counted again. A
-// reading that shows the original once (a new context) settles it.
-// Before, the original was closed, no failure counted, and the policy read
-// the client at 100% for its lifetime while every reading said 40%.
+// exit, which leaves the original open, says so in its error (the exit
+// status non-zero) and counts no failure again. The restore is counted
+// once: failed, not also restored, and /tuner lists its decision as failed,
+// reopened. A reading that shows the original once (a new context)
+// settles it, counted restored; one after the reopen closes the original
+// as restored. Before, the original was closed, no failure counted, and
+// the policy read the client at 100% for its lifetime while every reading
+// said 40%; then, once reopened, the restore counted both restored and
+// failed, the exit said nothing, and a new context left the original open.
 func TestMPSRestorePendingContradicted(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		reading float64 // after the first round
+		later   float64 // after two minutes of rounds
 		kept    bool
 	}{
-		{"the cap kept", 0.4, true},
-		{"a new context", 1, false},
+		{"the cap kept", 0.4, 0.4, true},
+		{"a new context", 1, 1, false},
+		{"a new context after the reopen", 0.4, 1, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			at := t0.Add(time.Hour)
@@ -214,29 +224,46 @@ func TestMPSRestorePendingContradicted(t *testing.T) {
 			checkRestoredPending(t, tu, j, roundAt(t, tu, clk, listed(at.Add(30*time.Second))), nil, 0)
 			tu.o.Policy = decide
 			host.Calls = nil
+			reopened := c.reading != 1
 			for i := range 240 { // an hour of rounds
 				roundAt(t, tu, clk, listed(at.Add(45*time.Second+time.Duration(i)*15*time.Second)))
 				reading = c.reading
+				if i >= 8 {
+					reading = c.later
+				}
 			}
-			want := Fraction(c.reading)
+			want := Fraction(c.later)
 			if !c.kept {
 				want = 1
 			}
 			if read[0] != 1 || read[len(read)-1] != want {
 				t.Errorf("the policy read the client at %v first, %v last; want 100%%, then %v", read[0], read[len(read)-1], want)
 			}
-			failures := map[bool]uint64{true: 1}[c.kept]
-			if n := tu.Status().Counts.RestoreFailures; n != failures {
-				t.Errorf("%d restore failures counted, want %d", n, failures)
+			failures := map[bool]uint64{true: 1}[reopened]
+			if n := tu.Status().Counts; n.RestoreFailures != failures || n.Restores != 1-failures {
+				t.Errorf("%d restore failures, %d restores counted; want %d, %d", n.RestoreFailures, n.Restores, failures, 1-failures)
+			}
+			outcome := map[bool]Outcome{false: OutcomeRestored, true: OutcomeFailed}[reopened]
+			if r := tu.Status().Recent; len(r) == 0 || r[0].Outcome != outcome || reopened != strings.Contains(r[0].Reason, "reopened") {
+				t.Errorf("decisions %+v, want the restore's %s", r, outcome)
 			}
 			if o := j.Originals(); c.kept && (len(o) != 1 || o[0].Target != tg || o[0].Value != Fraction(1)) || !c.kept && len(o) != 0 {
 				t.Errorf("originals open %+v, want 100%% on PID 10 open: %v", o, c.kept)
 			}
-			if got := strings.Count(logged.String(), "the client keeps 40% until it is restarted by hand or a restart hook is configured"); c.kept && got != 1 || !c.kept && got != 0 {
+			if got := strings.Count(logged.String(), "the client keeps 40% until it is restarted by hand, a restart hook is configured"); reopened && got != 1 || !reopened && got != 0 {
 				t.Errorf("the cap kept said %d times\n%s", got, logged.String())
 			}
-			if _, err := tu.Restore(context.Background()); err != nil {
-				t.Errorf("restore at exit: %v, want none", err)
+			if got := strings.Count(logged.String(), "the client reads it again"); got != map[bool]int{true: 1}[reopened && !c.kept] {
+				t.Errorf("the original read again said %d times\n%s", got, logged.String())
+			}
+			// the runner's exit, whose error makes the exit status non-zero
+			last := listed(clk.Now())
+			r := NewRunner(tu, nil, clk, 0, func() *tenant.Snapshot { return last }, nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			r.Run(ctx)
+			if err := r.RestoreAtExit(); c.kept != (err != nil && strings.Contains(err.Error(), "did not take")) {
+				t.Errorf("restore at exit: %v, want an error: %v", err, c.kept)
 			}
 			if n := tu.Status().Counts.RestoreFailures; len(host.Calls) != 0 || n != failures {
 				t.Errorf("calls %q, %d failures counted; want none, %d", host.Calls, n, failures)

@@ -104,7 +104,8 @@ func (t *Tuner) restoreAtExit(hooks, ctx context.Context) ([]Decision, error) {
 		d = append(d, r...)
 		err = errors.Join(err, rerr)
 	}
-	err = errors.Join(werr, err)
+	err = errors.Join(werr, err, t.keptAtExit())
+	t.countPendingAtExit()
 	t.writeUnwrittenAtExit()
 	// the path checked again: one removed or replaced since the restore's
 	// last write is written again (no round follows the exit), what it
@@ -441,8 +442,10 @@ func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision
 func (t *Tuner) settleRestore(ctx context.Context, o Original, a Action, d Decision, err error, now time.Time) (*Decision, error) {
 	pending := errors.Is(err, errRestartPending)
 	a, d, err = pendingRestart(a, d, err)
-	rd, err := t.restoreSettled(ctx, o, a, d, err, now)
-	if f, ok := o.Value.(Fraction); ok && pending && err == nil {
+	f, ok := o.Value.(Fraction)
+	pending = pending && ok
+	rd, err := t.restoreSettled(ctx, o, a, d, err, pending, now)
+	if pending && err == nil {
 		t.pending[o.Target.String()] = f
 		t.notePendingRestore(o, now)
 	}
@@ -452,8 +455,10 @@ func (t *Tuner) settleRestore(ctx context.Context, o Original, a Action, d Decis
 // restoreSettled ends the restore of the original o through a, err its
 // outcome: a failure is decided, journaled, counted and logged, and the
 // original stays open; a success is read back, journaled, counted and
-// logged, and the original dropped.
-func (t *Tuner) restoreSettled(ctx context.Context, o Original, a Action, d Decision, err error, now time.Time) (*Decision, error) {
+// logged, and the original dropped; one settled pending (an MPS cap the
+// client takes with its next context) is counted once it is resolved
+// (countPending), restored or not.
+func (t *Tuner) restoreSettled(ctx context.Context, o Original, a Action, d Decision, err error, pending bool, now time.Time) (*Decision, error) {
 	k := o.Target.String()
 	why := d.Reason
 	if err == nil && o.Target.Knob != gpu.KnobPauseDuty {
@@ -479,7 +484,9 @@ func (t *Tuner) restoreSettled(ctx context.Context, o Original, a Action, d Deci
 		return &d, fmt.Errorf("restore %s to %v: %w", o.Target, o.Value, err)
 	}
 	d.Outcome, d.Applied = OutcomeRestored, true
-	t.counts.Restores++
+	if !pending {
+		t.counts.Restores++
+	}
 	t.journal(restoreRecord(EventRestored, o, now, why))
 	level.Info(t.o.Logger).Log("msg", "tuner restored an original setting", "target", o.Target.String(), "from", orUnknown(d.From), "value", o.Value.String(), "reason", why)
 	t.dropOriginal(k)

@@ -587,8 +587,8 @@ func (t *Tuner) followAtRestore(keys []string, now time.Time) []string {
 		case pid != 0:
 			// told, its original not journaled yet: tried once more (the
 			// exit waits for no back-off), where it is still the process
-			// told
-			if !t.toListed(w, now) || !t.followTold(w, pid, w.named, now) && !t.followUnjournaled(w, now) {
+			// told (or last seen within GoneAfter: toListedAtExit)
+			if !t.toListedAtExit(w) || !t.followTold(w, pid, w.named, now) && !t.followUnjournaled(w, now) {
 				continue
 			}
 		case present || !known:

@@ -80,8 +80,8 @@ func (t *Tuner) followTold(w *successorWatch, pid uint32, named bool, now time.T
 	if w.to != pid {
 		id = t.successorIdentity(pid) // (mpsidentity.go) read once, when told
 		w.toSeen = time.Time{}
-		if !named {
-			w.toSeen = now // (found: listed by the snapshot it was found in)
+		if !named && t.last != nil {
+			w.toSeen = t.last.Time // (found: listed by the snapshot it was found in)
 		}
 	}
 	if !t.followAs(w.tg, pid, &id, now) {
@@ -110,7 +110,7 @@ func (t *Tuner) followTold(w *successorWatch, pid uint32, named bool, now time.T
 // (or probed writable) since, where it is still the process told
 // (toListed); it reports whether it was followed.
 func (t *Tuner) retryFollow(w *successorWatch, now time.Time) bool {
-	if !t.toListed(w, now) {
+	if !t.toListed(w) {
 		return false
 	}
 	if t.journalBroken && now.Before(t.followAt[w.tg.String()].at) {
@@ -142,15 +142,18 @@ func (t *Tuner) restartedLately(k string, now time.Time) bool {
 // another process once it exits, and the follow (later, or at exit) would
 // move the original there, and the exit restart that process. A PID the
 // snapshot lists under another tenant, or one not listed under the
-// client's for GoneAfter (counted, for a named successor not listed yet,
-// from when the bound within which it is told has passed), is given up,
+// client's for GoneAfter of sample time (counted, for a named successor
+// not listed yet, from when the bound within which it is told has passed;
+// a sampler that stalls, the rounds seeing one snapshot while their clock
+// moves on, counts nothing: only newer samples that keep missing it do,
+// as for awaitsListing), is given up,
 // said at warning level: the original stays with the old PID, closed as
 // gone once that is taken for gone (the successor is gone with its cap);
 // a snapshot that does not read the GPU, or samples that miss the
 // successor (or its tenant) for less, tell nothing yet (false, kept). The identity journaled with a follow is the
 // one read when the successor was told (toID): a same tenant's process
 // that took the PID is told from it by the restore (clientGone).
-func (t *Tuner) toListed(w *successorWatch, now time.Time) bool {
+func (t *Tuner) toListed(w *successorWatch) bool {
 	snap := t.last
 	if snap == nil || snap.Readings == nil || !snap.Time.After(w.At) {
 		return false
@@ -171,7 +174,7 @@ func (t *Tuner) toListed(w *successorWatch, now time.Time) bool {
 		if since.IsZero() {
 			since = w.At.Add(successorWithin)
 		}
-		if now.Sub(since) <= GoneAfter {
+		if snap.Time.Sub(since) <= GoneAfter {
 			return false
 		}
 	}
@@ -181,6 +184,21 @@ func (t *Tuner) toListed(w *successorWatch, now time.Time) bool {
 	delete(t.watches, k)
 	delete(t.followAt, k)
 	return false
+}
+
+// toListedAtExit reports whether the exit takes w.to as the successor
+// told: listed by the latest snapshot (toListed), or, where that sample
+// misses it (a sample may miss a running client), not given up and last
+// listed under the client's tenant within GoneAfter of it (sample time).
+// A process that took the PID meanwhile is told from the successor by
+// the identity read when it was told (toID; clientGone), not set back.
+func (t *Tuner) toListedAtExit(w *successorWatch) bool {
+	if t.toListed(w) {
+		return true
+	}
+	k := w.tg.String()
+	return t.watches[k] == w && !w.toSeen.IsZero() && t.last != nil &&
+		t.last.Time.Sub(w.toSeen) <= GoneAfter
 }
 
 // followUnjournaled moves, at exit, the original of w's client to its
@@ -204,6 +222,8 @@ func (t *Tuner) followUnjournaled(w *successorWatch, now time.Time) bool {
 	}
 	t.originals[nk] = Original{Target: nt, Tenant: o.Tenant, Value: o.Value, At: now, Identity: w.toID}
 	t.dropOriginal(ko)
+	t.trackProc(nt, now)
+	t.observeProc(nt, now) // (listed, or last seen within GoneAfter: toListedAtExit)
 	if t.movedAtExit == nil {
 		t.movedAtExit = map[string]movedOriginal{}
 	}

@@ -334,7 +334,8 @@ func (d *diskFreedAtExit) RestartClient(ctx context.Context, uuid string, pid ui
 // next start, said at warning level). Before, the exit left the original
 // "for the next start, which looks for the successor again", but the
 // next start looks only within a minute of the restart, and closed the
-// original as gone: the successor kept the tuner's cap for good.
+// original as gone: the successor kept the tuner's cap for good (as it
+// did where the last sample before the exit missed it).
 func TestToldSuccessorSetBackAtExit(t *testing.T) {
 	for _, c := range []struct {
 		name         string
@@ -356,15 +357,10 @@ func TestToldSuccessorSetBackAtExit(t *testing.T) {
 			for range 20 { // five minutes, the disk full throughout
 				r.round(t, batch(8), embed(9))
 			}
-			if missed := strings.HasSuffix(c.name, "sample"); missed {
-				// the exit cannot tell PID 9 still runs, and says what
-				// becomes of it
+			if strings.HasSuffix(c.name, "sample") {
+				// a sample may miss a running client: one seen within
+				// GoneAfter of the last sample is set back all the same
 				r.round(t, batch(8))
-				_, err := r.tu.Restore(context.Background())
-				if err == nil || !strings.Contains(err.Error(), "closes the original as gone unless it finds the successor") || len(r.host.Calls) != 0 {
-					t.Errorf("restore at exit: %v, calls %q; want it left, saying what the next start does", err, r.host.Calls)
-				}
-				return
 			}
 			r.exit(t, 7, restoredOn9)
 			var open []uint32

@@ -468,6 +468,7 @@ func (t *Tuner) RunOnce(ctx context.Context, snap *tenant.Snapshot) ([]Decision,
 	t.forgetGone(snap, now)
 	t.forgetEndedPauses(snap, now)
 	t.syncPending(snap)
+	t.syncKept(snap)
 	var fast map[string]FastSLO
 	if age == 0 { // a stale snapshot's counters are not new points
 		fast = t.fast.observe(now, snap)
