@@ -3,6 +3,7 @@ package tuner
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"time"
@@ -45,18 +46,35 @@ type restoredPending struct {
 // syncPending drops pending MPS values that the snapshot shows effective,
 // and those of restores its readings keep contradicting.
 func (t *Tuner) syncPending(snap *tenant.Snapshot) {
-	if len(t.pending) == 0 || snap.Readings == nil {
+	if len(t.pending) == 0 {
 		return
 	}
-	for i := range snap.Readings.Devices {
-		d := &snap.Readings.Devices[i]
-		for _, p := range d.Processes {
-			k := Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: p.PID}.String()
-			if f, ok := t.pending[k]; ok && p.MPSActiveThreads != nil && Fraction(*p.MPSActiveThreads).Distance(f) < 1e-6 {
-				delete(t.pending, k)
-				t.countPending(k)
-			} else if ok && p.MPSActiveThreads != nil {
-				t.pendingContradicted(k, Fraction(*p.MPSActiveThreads), snap.Time)
+	for k, read := range mpsReadings(snap) {
+		if f, ok := t.pending[k]; ok && read.Distance(f) < 1e-6 {
+			delete(t.pending, k)
+			t.countPending(k)
+		} else if ok {
+			t.pendingContradicted(k, read, snap.Time)
+		}
+	}
+}
+
+// mpsReadings yields, for each process of snap whose active-thread
+// fraction is read, the key of its MPS cap's target and that reading.
+func mpsReadings(snap *tenant.Snapshot) iter.Seq2[string, Fraction] {
+	return func(yield func(string, Fraction) bool) {
+		if snap == nil || snap.Readings == nil {
+			return
+		}
+		for i := range snap.Readings.Devices {
+			d := &snap.Readings.Devices[i]
+			for _, p := range d.Processes {
+				if p.MPSActiveThreads == nil {
+					continue
+				}
+				if !yield(Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: p.PID}.String(), Fraction(*p.MPSActiveThreads)) {
+					return
+				}
 			}
 		}
 	}
@@ -151,22 +169,15 @@ func (t *Tuner) reopenDecision(rp restoredPending, why string) {
 // makes no more (kept: pendingContradicted) that a reading of snap shows
 // at its original (a new context the client started): restored.
 func (t *Tuner) syncKept(snap *tenant.Snapshot) {
-	if snap == nil || snap.Readings == nil {
-		return
-	}
-	for i := range snap.Readings.Devices {
-		d := &snap.Readings.Devices[i]
-		for _, p := range d.Processes {
-			k := Target{GPU: d.UUID, Knob: gpu.KnobMPSActiveThreads, PID: p.PID}.String()
-			o, held := t.originals[k]
-			f, ok := o.Value.(Fraction)
-			if !held || o.kept == "" || !ok || p.MPSActiveThreads == nil || Fraction(*p.MPSActiveThreads).Distance(f) >= 1e-6 {
-				continue
-			}
-			why := fmt.Sprintf("the client reads its original %s again (a new context): restored", o.Value)
-			t.closeOriginal(k, snap.Time, why)
-			level.Info(t.o.Logger).Log("msg", "tuner original of an MPS client, reopened as its restore did not take, is closed: the client reads it again", "target", k, "tenant", o.Tenant, "value", valueText(o.Value))
+	for k, read := range mpsReadings(snap) {
+		o, held := t.originals[k]
+		f, ok := o.Value.(Fraction)
+		if !held || o.kept == "" || !ok || read.Distance(f) >= 1e-6 {
+			continue
 		}
+		why := fmt.Sprintf("the client reads its original %s again (a new context): restored", o.Value)
+		t.closeOriginal(k, snap.Time, why)
+		level.Info(t.o.Logger).Log("msg", "tuner original of an MPS client, reopened as its restore did not take, is closed: the client reads it again", "target", k, "tenant", o.Tenant, "value", valueText(o.Value))
 	}
 }
 
