@@ -91,7 +91,6 @@ type Cache struct {
 	slots map[key]*slot
 	pubs  uint64 // publications so far
 
-	now func() time.Time
 	cut *writeLog
 	// outside bounds the bodies written outside their request's slot
 	// that are no longer this cache's alone to hold: one rendered for a
@@ -154,7 +153,7 @@ func New(o Options) *Cache {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Cache{o: o, slots: map[key]*slot{}, now: o.Now, cut: newWriteLog(o.Logger, o.Now),
+	return &Cache{o: o, slots: map[key]*slot{}, cut: newWriteLog(o.Logger, o.Now),
 		outside: httplimit.NewBudget(maxOutsideBytes)}
 }
 
@@ -187,7 +186,7 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// and by c.outside: a body rendered for this request alone where it
 	// fits, a cached one (shared) unless retired ones still written
 	// fill it.
-	sw := httplimit.NewStallWriter(w, c.now, httplimit.StallTimeout, maxTransfer)
+	sw := httplimit.NewStallWriter(w, c.o.Now, httplimit.StallTimeout, maxTransfer)
 	write := httplimit.WriteShared
 	if s == nil {
 		write = httplimit.WriteOutside

@@ -28,17 +28,18 @@ import (
 // What the handlers of filtered requests log is rate-limited as a whole
 // (see promLogger). A filtered response is rendered whole within the
 // request's slot and written outside it where it fits maxOutsideBytes
-// with those being written, through a StallWriter as the cache's: the
-// bytes of cached's bodies written outside their slot where cached is a
-// Cache (one bound for all that requests hold outside their slots), of
-// their own otherwise. Its writing failing is logged as the cache's
-// (writeLog).
+// with those being written, through a StallWriter as the cache's (a
+// bound of its own: Cache.Metrics shares the cache's). Its writing
+// failing is logged as the cache's (writeLog).
 func Metrics(cached http.Handler, newCollector func(filters ...string) (prometheus.Collector, error), self prometheus.Gatherer, logger log.Logger) http.Handler {
-	outside := httplimit.NewBudget(maxOutsideBytes)
-	if c, ok := cached.(*Cache); ok {
-		outside = c.outside
-	}
-	return metrics(cached, newCollector, self, logger, time.Now, outside)
+	return metrics(cached, newCollector, self, logger, time.Now, httplimit.NewBudget(maxOutsideBytes))
+}
+
+// Metrics is the package's Metrics over c, the filtered responses'
+// bytes written outside their slot bounded with c's bodies' (one bound
+// for all that requests hold outside their slots).
+func (c *Cache) Metrics(newCollector func(filters ...string) (prometheus.Collector, error), self prometheus.Gatherer, logger log.Logger) http.Handler {
+	return metrics(c, newCollector, self, logger, time.Now, c.outside)
 }
 
 // metrics is Metrics on the network's clock now, with outside the bytes

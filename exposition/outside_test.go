@@ -88,7 +88,7 @@ func TestPrivateBodiesWithinBudget(t *testing.T) {
 				f.served(t, hdr)
 			}
 			f.c.outside = httplimit.NewBudget(tc.budget)
-			h := httplimit.InFlight(1, "metrics", log.NewNopLogger(), Metrics(f.c, newCollector, nil, nil))
+			h := httplimit.InFlight(1, "metrics", log.NewNopLogger(), f.c.Metrics(newCollector, nil, nil))
 			unblock := make(chan struct{})
 			var wg sync.WaitGroup
 			r := httptest.NewRequest("GET", tc.target, nil)

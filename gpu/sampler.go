@@ -174,7 +174,8 @@ func (s *Sampler) SampleOnce(ctx context.Context) error {
 	s.stats.LastError = ""
 	s.stats.LastSuccess = s.clock.Now()
 	subs := append([]func(*Readings){}, s.subs...)
-	r, dups := s.keepIdentity(r)
+	r, dups := s.dropDuplicates(r)
+	r = s.keepIdentity(r)
 	s.mu.Unlock()
 	s.logDuplicates(dups)
 
@@ -230,19 +231,14 @@ func (s *Sampler) Run(ctx context.Context) {
 	}
 }
 
-// keepIdentity drops from r each device that repeats a GPU listed before
-// it (the same UUID, or, without one, the same index), counting them and
-// returning the GPUs repeated, so that the builder, the collectors and the
-// tuner all see one device per GPU. It records the mode and activity
-// source of each GPU read in r, and gives a lost GPU of r (not Up) those
+// keepIdentity records the mode and activity source of each GPU read in r, and gives a lost GPU of r (not Up) those
 // of its last good reading where r has none. What it changes it changes
 // in a copy of r, which the source may still hold. GPUs r does not list
 // are forgotten. Called with s.mu held.
-func (s *Sampler) keepIdentity(r *Readings) (*Readings, []string) {
+func (s *Sampler) keepIdentity(r *Readings) *Readings {
 	if r == nil {
-		return nil, nil
+		return nil
 	}
-	r, dups := s.dropDuplicates(r)
 	known := make(map[string]identity, len(r.Devices))
 	out := r
 	for i := range r.Devices {
@@ -270,13 +266,18 @@ func (s *Sampler) keepIdentity(r *Readings) (*Readings, []string) {
 		}
 	}
 	s.known = known
-	return out, dups
+	return out
 }
 
 // dropDuplicates returns r without the devices that repeat a GPU listed
-// before them (a copy when there are some), and the GPUs repeated, each
-// once; called with s.mu held.
+// before them (the same UUID, or, without one, the same index; a copy
+// when there are some), so that the builder, the collectors and the
+// tuner all see one device per GPU, and the GPUs repeated, each once;
+// called with s.mu held.
 func (s *Sampler) dropDuplicates(r *Readings) (*Readings, []string) {
+	if r == nil {
+		return nil, nil
+	}
 	type key struct {
 		uuid  string
 		index int

@@ -114,7 +114,7 @@ type meterState struct {
 	// prevEnergyAt is when prevEnergy was read, by GPU UUID: the time the
 	// next increase spans, which the sample's interval may not cover.
 	prevEnergyAt map[string]time.Time
-	// drawSince is, by GPU UUID, the most the GPU could draw (jumpWatts)
+	// drawSince is, by GPU UUID, the most the GPU could draw (energyguard.Watts)
 	// at any sample since prevEnergy was read, that one included: a limit
 	// lowered since bounds none of the energy drawn before.
 	drawSince map[string]*energyguard.Draw
@@ -407,11 +407,6 @@ const (
 	jumpSlack = 5 * time.Minute
 )
 
-// jumpWatts is what d can draw at most, for bounding its counter's
-// increase: the backends' guard's bound (twice the power limit where read,
-// at most energyguard.MaxWatts).
-func jumpWatts(d *gpu.Device) float64 { return energyguard.Watts(d.PowerLimitW) }
-
 // energyReading is d's energy counter read at at as the meter takes it.
 type energyReading struct {
 	e *float64 // nil: the sample is one read without the counter
@@ -429,7 +424,7 @@ type energyReading struct {
 // collect interval old), no reading of the counter now: the sample is one
 // read without it, and the previous reading stays the one the next
 // increase is counted from. A counter that far from the previous reading
-// (jumpWatts over the time between and jumpSlack), or ahead of it by more
+// (energyguard.Watts over the time between and jumpSlack), or ahead of it by more
 // than that, follows from no reading: one of the two is a glitch (the
 // first reading, or a glitch a backend took for the counter at a new
 // level), and the difference is no energy the GPU drew; it meters nothing
@@ -446,7 +441,7 @@ func (m *meterState) counter(d *gpu.Device, at time.Time) energyReading {
 		draw = &energyguard.Draw{}
 		m.drawSince[d.UUID] = draw
 	}
-	w := jumpWatts(d)
+	w := energyguard.Watts(d.PowerLimitW)
 	c := m.reading(d, at, draw.See(w))
 	if c.e != nil {
 		draw.From(w) // the reading the next increase counts from

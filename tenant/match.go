@@ -48,7 +48,7 @@ type subject struct {
 	// where pod does not name its container (kube.Mapping.Holders)
 	holders []kube.PodRef
 	// byDevice: pod was given by its devices alone under its cgroup's pod
-	// UID (kube.Mapping.ResolvePodByDevice), which settleHolders checks
+	// UID (kube.Mapping.ResolvePodByDevice), which placeAll checks (kube.HolderUIDs)
 	// against the sample's other processes in that pod
 	byDevice bool
 }

@@ -79,16 +79,20 @@ func knobAvailability(ac Actuators, uuid string, k gpu.Knob, mechs []Mechanism, 
 type backendList struct {
 	driven, lister bool
 	listed         []gpu.Knob
-	withholder     gpu.KnobWithholder
+	backend        any
 	uuid           string
 }
 
 // withheld says why b withholds knob k on its GPU; "" where it does not.
-func (b backendList) withheld(k gpu.Knob) string {
-	if b.withholder == nil {
-		return ""
+func (b backendList) withheld(k gpu.Knob) string { return withheldBy(b.backend, b.uuid, k) }
+
+// withheldBy says why the backend b withholds knob k on the GPU uuid
+// (gpu.KnobWithholder); "" where it does not.
+func withheldBy(b any, uuid string, k gpu.Knob) string {
+	if w, ok := b.(gpu.KnobWithholder); ok {
+		return w.Withheld(uuid, k)
 	}
-	return b.withholder.Withheld(b.uuid, k)
+	return ""
 }
 
 // listOf is m's backend in ac and its list for the GPU uuid (served by caps).
@@ -97,12 +101,11 @@ func listOf(ac Actuators, m Mechanism, uuid string, caps capCache) backendList {
 	if !ok {
 		return backendList{}
 	}
-	w, _ := b.(gpu.KnobWithholder)
 	cl, ok := b.(gpu.CapabilityLister)
 	if !ok {
-		return backendList{driven: true, withholder: w, uuid: uuid}
+		return backendList{driven: true, backend: b, uuid: uuid}
 	}
-	return backendList{driven: true, lister: true, listed: caps.list(cl, uuid), withholder: w, uuid: uuid}
+	return backendList{driven: true, lister: true, listed: caps.list(cl, uuid), backend: b, uuid: uuid}
 }
 
 // availabilityFrom is knobAvailability of k from the backends of mechs,

@@ -168,11 +168,10 @@ func mechanism[I any](name string, apply func(ctx context.Context, act I, a Acti
 // whose client cap would be pending for good). A revert, a restore, sets
 // back what an earlier call set. "" where it may be tried.
 func withheld(act any, a Action) string {
-	w, ok := act.(gpu.KnobWithholder)
-	if !ok || a.Revert {
+	if a.Revert {
 		return ""
 	}
-	return w.Withheld(a.GPU, a.Knob)
+	return withheldBy(act, a.GPU, a.Knob)
 }
 
 // valued adapts set, which sets a knob to a value of type V, into the

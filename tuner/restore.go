@@ -440,10 +440,9 @@ func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision
 // read the client at its original, not at the cap its running context
 // keeps, and a later cap journals that as its original.
 func (t *Tuner) settleRestore(ctx context.Context, o Original, a Action, d Decision, err error, now time.Time) (*Decision, error) {
-	pending := errors.Is(err, errRestartPending)
-	a, d, err = pendingRestart(a, d, err)
 	f, ok := o.Value.(Fraction)
-	pending = pending && ok
+	pending := ok && errors.Is(err, errRestartPending)
+	a, d, err = pendingRestart(a, d, err)
 	rd, err := t.restoreSettled(ctx, o, a, d, err, pending, now)
 	if pending && err == nil {
 		t.pending[o.Target.String()] = f

@@ -305,21 +305,16 @@ func (t *Tuner) namedWasThere(a Action, named uint32, at time.Time, onGPU map[pi
 	return true
 }
 
-// follow moves what the tuner keeps of the MPS client old to its
+// followAs moves what the tuner keeps of the MPS client old to its
 // successor, PID pid, whose context has the client's last fraction: the
 // change and its pending judgement (a relaxed cap is judged, and reverted
 // if it did harm, on the successor: on the old PID, forgotten once it is
 // gone, it would never be), and the original, journaled for the new PID
-// (with the value last set) before the old one's is closed, so that the restore, at exit or after a
-// crash, sets the successor back. Where the journal cannot take it, the
-// original stays with the old PID (false). The successor's identity is
-// read now (mpsidentity.go).
-func (t *Tuner) follow(old Target, pid uint32, now time.Time) bool {
-	return t.followAs(old, pid, nil, now)
-}
-
-// followAs is follow with the identity journaled for pid: id, where not
-// nil, else the one read now.
+// (with the value last set) before the old one's is closed, so that the
+// restore, at exit or after a crash, sets the successor back. Where the
+// journal cannot take it, the original stays with the old PID (false).
+// The identity journaled for pid is id, where not nil, else the one read
+// now (mpsidentity.go).
 func (t *Tuner) followAs(old Target, pid uint32, id *Identity, now time.Time) bool {
 	ko := old.String()
 	nt := old
@@ -450,7 +445,7 @@ func (t *Tuner) findSuccessors(ctx context.Context, snap *tenant.Snapshot, now t
 // another tenant (a new process of that tenant: the hook printed the wrong
 // PID) into one that looks for the successor as if the hook had named
 // none, and says so: what the tuner keeps of the client goes back to its
-// old PID (follow), and the watch with it, with the identity journaled
+// old PID (followAs), and the watch with it, with the identity journaled
 // for it before (its process is gone by now: one read now would be none,
 // and a restore would restart whatever takes the PID later). Where the
 // journal cannot take that, it stays as it is (false).

@@ -64,7 +64,7 @@ func (t *Tuner) watchFailedRestart(a Action, now time.Time, h *hookCall, err err
 // followTold follows w's client (w.tg) to its successor pid, told: named
 // by the hook (named; then watched until a snapshot lists it, as
 // followSuccessor says), or found. Where the journal cannot take the
-// successor's original (follow: it stays with the old PID), w is kept,
+// successor's original (followAs: it stays with the old PID), w is kept,
 // with pid as its to and the identity read when it was told as its toID,
 // and the follow tried again, while pid is still that process (toListed),
 // by the rounds (findSuccessors) after followRetryFirst, twice as long

@@ -43,7 +43,7 @@ func TestSuccessorKeepsLastSet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !tu.follow(mps(7), 9, t0.Add(time.Minute)) {
+			if !tu.followAs(mps(7), 9, nil, t0.Add(time.Minute)) {
 				t.Fatal("not followed")
 			}
 			if v := tu.lastSet(mps(9).String()); v != half.String()+" (last set, as journaled)" {

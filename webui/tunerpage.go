@@ -41,7 +41,7 @@ const TunerPageMaxInFlight = 2
 // TunerPageWriteTimeout bounds a stall in writing a tuner page response,
 // in place of the server's write timeout (a minute): the write deadline
 // is this long past the handler's start, and moved as far past the
-// page's clock before each piece of the response (pageChunk). A client
+// page's clock before each piece of the response (httplimit.StallPiece). A client
 // that stops reading is cut at most this long after, and the page stops
 // encoding at the first write that fails; a client that reads, however
 // slowly, gets the whole response (the JSON of 100 tenants with a full

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-kit/log"
 
+	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
 	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
@@ -103,7 +104,7 @@ func stallPage(clock *time.Time, logs *bytes.Buffer) tunerPage {
 // The write deadline bounds a stall, not the whole transfer: a client
 // that reads steadily, however slowly (here 3.6 KB/s, the HTML of 100
 // tenants taking minutes), gets the whole page, HTML or JSON, each write
-// at most pageChunk under a deadline TunerPageWriteTimeout past its
+// at most httplimit.StallPiece under a deadline TunerPageWriteTimeout past its
 // start; the HTML says its length, so that a browser tells a body cut
 // short from a whole one. A deadline for the whole response cut every
 // client too slow to read it all in TunerPageWriteTimeout.
@@ -116,7 +117,7 @@ func TestTunerPageSlowReaderGetsWholePage(t *testing.T) {
 		want := httptest.NewRecorder()
 		p.ServeHTTP(want, httptest.NewRequest("GET", target, nil))
 		start := clock
-		c := newStallClient(&clock, pageChunk/9, 1<<40)
+		c := newStallClient(&clock, httplimit.StallPiece/9, 1<<40)
 		p.ServeHTTP(c, httptest.NewRequest("GET", target, nil))
 		if c.failed || !bytes.Equal(c.body.Bytes(), want.Body.Bytes()) {
 			t.Errorf("%s: a client reading 3.6 KB/s got %d bytes of %d (cut: %v) after %v", target, c.body.Len(), want.Body.Len(), c.failed, clock.Sub(start))
@@ -125,8 +126,8 @@ func TestTunerPageSlowReaderGetsWholePage(t *testing.T) {
 			t.Errorf("%s: the page took the slow client %v: the test proves nothing", target, clock.Sub(start))
 		}
 		for i, w := range c.writes {
-			if w.size > pageChunk || !w.deadline.Equal(w.start.Add(TunerPageWriteTimeout)) {
-				t.Errorf("%s: write %d of %d bytes at %v under a deadline %v past it; want at most %d bytes, %v", target, i, w.size, w.start.Sub(start), w.deadline.Sub(w.start), pageChunk, TunerPageWriteTimeout)
+			if w.size > httplimit.StallPiece || !w.deadline.Equal(w.start.Add(TunerPageWriteTimeout)) {
+				t.Errorf("%s: write %d of %d bytes at %v under a deadline %v past it; want at most %d bytes, %v", target, i, w.size, w.start.Sub(start), w.deadline.Sub(w.start), httplimit.StallPiece, TunerPageWriteTimeout)
 				break
 			}
 		}
@@ -246,7 +247,7 @@ func TestTunerPageTransferBounded(t *testing.T) {
 		p := stallPage(&clock, &logs)
 		p.maxTransfer = time.Minute
 		start := clock
-		c := newStallClient(&clock, pageChunk/9, 1<<40) // 9 s a piece
+		c := newStallClient(&clock, httplimit.StallPiece/9, 1<<40) // 9 s a piece
 		p.ServeHTTP(c, httptest.NewRequest("GET", target, nil))
 		if !c.failed || clock.Sub(start) > p.maxTransfer {
 			t.Errorf("%s: a client at 3.6 KB/s: cut %v after %v, %d bytes; want cut by %v", target, c.failed, clock.Sub(start), c.body.Len(), p.maxTransfer)

@@ -15,7 +15,7 @@ import (
 )
 
 // A tuner page response is written through an httplimit.StallWriter, in
-// pieces of at most pageChunk, the write deadline moved to
+// pieces of at most httplimit.StallPiece, the write deadline moved to
 // TunerPageWriteTimeout past the page's clock before each: the deadline
 // bounds a stall, not the whole transfer. A client that stops reading is
 // cut within the timeout; one that reads, however slowly (a port-forward,
@@ -27,9 +27,6 @@ import (
 // not refused for clients that do not read. A response cut at its
 // deadline is logged at warn level, rate-limited, with the bytes written;
 // a client that hung up, at debug.
-
-// pageChunk is the most of a tuner page response written at once.
-const pageChunk = httplimit.StallPiece
 
 // maxOutsideBytes bounds the bytes of the HTML pages written outside
 // their slot at once (five pages of 1000 tenants, fifty of 100): past it,

@@ -142,7 +142,7 @@ func newHandler(o handlerOptions) (http.Handler, error) {
 	// per-handler limit would not bound requests that each build their
 	// own handler). Filtered requests get the same own metrics as the
 	// cache (opts.Self: nil without any, not a nil *Self).
-	metrics := httplimit.InFlight(o.MaxRequests, "metrics", o.Logger, exposition.Metrics(def, o.NewCollector, opts.Self, o.Logger))
+	metrics := httplimit.InFlight(o.MaxRequests, "metrics", o.Logger, def.Metrics(o.NewCollector, opts.Self, o.Logger))
 	// Instrumented outside the limit, so that rejected requests are counted
 	// in promhttp_metric_handler_requests_total{code="503"}.
 	if o.Self != nil && !o.NoRequestMetrics {
