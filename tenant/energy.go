@@ -5,9 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/go-kit/log"
-	"github.com/go-kit/log/level"
-
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/energyguard"
 )
@@ -124,11 +121,6 @@ type meterState struct {
 	// its energy counter since the counter's last reading: their share of
 	// the counter's next increase is split by their weights.
 	owed map[string]*owedEnergy
-
-	// logger receives the GPUs repeating another's UUID (nil: none);
-	// twiceLogged are those of the latest sample, logged.
-	logger      log.Logger
-	twiceLogged map[string]bool
 }
 
 // figures is a set of a Meter's figures.
@@ -171,8 +163,10 @@ func (m *meterState) note(t *Meter, sec float64, known figures) {
 	t.MemoryUnknown = seen&figMemory == 0 && (t.MemoryUnknown || known&figMemory == 0)
 }
 
-// meter adds one sample: usage is the sample's attribution. It returns the
-// meters of every tenant and GPU seen so far, sorted by GPU and tenant.
+// meter adds one sample: usage is the sample's attribution. A GPU's meters
+// are its UUID's: r lists each GPU once (the sampler drops a device that
+// repeats one listed before it). It returns the meters of every tenant and
+// GPU seen so far, sorted by GPU and tenant.
 func (m *meterState) meter(rule IdleEnergy, prices *Prices, r *gpu.Readings, usage []Usage) ([]Meter, []GPUMeter) {
 	// Readings metered already (a rebuild of the same sample) add nothing.
 	if r != nil && (m.last.IsZero() || r.Time.After(m.last)) {
@@ -181,16 +175,10 @@ func (m *meterState) meter(rule IdleEnergy, prices *Prices, r *gpu.Readings, usa
 		for i := range usage {
 			byGPU[usage[i].UUID] = append(byGPU[usage[i].UUID], &usage[i])
 		}
-		devices, twice := m.devicesOnce(r)
-		for _, d := range devices {
-			if !d.Up {
-				continue
+		for i := range r.Devices {
+			if d := &r.Devices[i]; d.Up {
+				m.device(rule, prices, d, r.Time, r.Interval.Seconds(), byGPU[d.UUID])
 			}
-			on := byGPU[d.UUID]
-			if twice[d.UUID] {
-				on = onIndex(on, d.Index) // not the usages of the device repeating its UUID
-			}
-			m.device(rule, prices, d, r.Time, r.Interval.Seconds(), on)
 		}
 	}
 	tenants := make([]Meter, 0, len(m.tenants))
@@ -210,47 +198,6 @@ func (m *meterState) meter(rule IdleEnergy, prices *Prices, r *gpu.Readings, usa
 	}
 	slices.SortFunc(gpus, func(a, b GPUMeter) int { return cmp.Or(cmp.Compare(a.GPU, b.GPU), cmp.Compare(a.UUID, b.UUID)) })
 	return tenants, gpus
-}
-
-// devicesOnce are the devices of r to meter: the first of each UUID. The
-// meters are a GPU's by its UUID; a later device that repeats an earlier
-// one's (a backend's fault) is not metered, and is logged once while it
-// lasts: metered as one GPU, two devices put each one's tenants' time on
-// both and one's energy nowhere. The GPU's series skip it too (the
-// collector's "reported twice"). twice are the UUIDs repeated.
-func (m *meterState) devicesOnce(r *gpu.Readings) (out []*gpu.Device, twice map[string]bool) {
-	out = make([]*gpu.Device, 0, len(r.Devices))
-	first := make(map[string]int, len(r.Devices)) // UUID: index of its first device
-	for i := range r.Devices {
-		d := &r.Devices[i]
-		at, seen := first[d.UUID]
-		if !seen {
-			first[d.UUID] = d.Index
-			out = append(out, d)
-			continue
-		}
-		if twice == nil {
-			twice = map[string]bool{}
-		}
-		if !twice[d.UUID] && !m.twiceLogged[d.UUID] && m.logger != nil {
-			level.Error(m.logger).Log("msg", "GPU UUID reported by more than one device (a backend's fault); only the first is metered (logged once while it lasts)",
-				"uuid", d.UUID, "gpu", at, "not_metered_gpu", d.Index)
-		}
-		twice[d.UUID] = true
-	}
-	m.twiceLogged = twice
-	return out, twice
-}
-
-// onIndex are the usages of usage on the device of index i.
-func onIndex(usage []*Usage, i int) []*Usage {
-	out := make([]*Usage, 0, len(usage))
-	for _, u := range usage {
-		if u.GPU == i {
-			out = append(out, u)
-		}
-	}
-	return out
 }
 
 // device meters one GPU read at at over an interval of sec seconds, its
