@@ -103,24 +103,32 @@ type meterKey struct{ uuid, tenant string }
 // meterState accumulates the meters across samples (guarded by the
 // Builder's buildMu).
 type meterState struct {
-	prevEnergy map[string]float64 // by GPU UUID
-	last       time.Time          // time of the latest readings metered
-	tenants    map[meterKey]*Meter
-	gpus       map[string]*GPUMeter
+	last    time.Time // time of the latest readings metered
+	tenants map[meterKey]*Meter
+	gpus    map[string]*GPUMeter
 
-	// prevEnergyAt is when prevEnergy was read, by GPU UUID: the time the
-	// next increase spans, which the sample's interval may not cover.
-	prevEnergyAt map[string]time.Time
-	// drawSince is, by GPU UUID, the most the GPU could draw (energyguard.Watts)
-	// at any sample since prevEnergy was read, that one included: a limit
-	// lowered since bounds none of the energy drawn before.
-	drawSince map[string]*energyguard.Draw
+	// counters are the GPUs' energy counters as the meter read them, by
+	// GPU UUID.
+	counters map[string]*counterState
 	// seen are the figures some time metered for a tenant on a GPU knew.
 	seen map[meterKey]figures
 	// owed are, by GPU UUID, the samples that metered a GPU read without
 	// its energy counter since the counter's last reading: their share of
 	// the counter's next increase is split by their weights.
 	owed map[string]*owedEnergy
+}
+
+// counterState is what the meter keeps of a GPU's energy counter.
+type counterState struct {
+	read bool    // prev is a reading
+	prev float64 // the reading the next increase counts from
+	// at is when prev was read: the time the next increase spans, which
+	// the sample's interval may not cover.
+	at time.Time
+	// draw is the most the GPU could draw (energyguard.Watts) at any
+	// sample since prev was read, that one included: a limit lowered
+	// since bounds none of the energy drawn before.
+	draw energyguard.Draw
 }
 
 // figures is a set of a Meter's figures.
@@ -134,7 +142,7 @@ const (
 )
 
 func newMeterState() meterState {
-	return meterState{prevEnergy: map[string]float64{}, prevEnergyAt: map[string]time.Time{}, drawSince: map[string]*energyguard.Draw{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{},
+	return meterState{counters: map[string]*counterState{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{},
 		seen: map[meterKey]figures{}, owed: map[string]*owedEnergy{}}
 }
 
@@ -213,8 +221,9 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	used, reserved := activityShares(d, usage), reservations(d, usage)
 	known := activityKnown(d, usage)
 	o := m.owed[d.UUID]
-	reading := m.counter(d, at)
-	energy, owed, unsampled := m.energyDelta(d.UUID, reading, at, sec, o)
+	c := m.counterOf(d.UUID)
+	reading := c.take(d, at)
+	energy, owed, unsampled := c.delta(reading, at, sec, o)
 	var active, held float64
 	for _, s := range used {
 		active += s
@@ -232,12 +241,17 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	// rest is no tenant's, but for a tenant holding all of the GPU, whose
 	// energy under reservation is all of it whatever its activity.
 	whole := !known && rule == IdleByReservation && len(usage) == 1 && reserved[0] >= 1
-	idle := rest
-	switch {
-	case !known && !whole:
+	unattributed := !known && !whole
+	// Under reservation the tenants take the rest by what they hold; the
+	// idle part is what none holds.
+	byReservation := rule == IdleByReservation && !unattributed
+	idleShare := 1.0 // of the rest
+	if byReservation {
+		idleShare = 1 - held
+	}
+	idle := rest * idleShare
+	if unattributed {
 		g.UnattributedEnergyJoules += rest
-	case rule == IdleByReservation:
-		idle = rest * (1 - held)
 	}
 	// The energy counted while no sample was taken is no tenant's: none was
 	// metered GPU time for it, so neither rule hands it out.
@@ -245,7 +259,7 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	g.IdleEnergyJoules += idle
 	g.UnsampledEnergyJoules += unsampled
 	g.IdleCosts = addCost(g.IdleCosts, prices, sec*max(0, 1-held), idle)
-	if _, read := m.prevEnergy[d.UUID]; read && reading.e == nil && sec > 0 {
+	if c.read && reading.e == nil && sec > 0 {
 		// read without its counter: owed its part of the next increase
 		if o == nil {
 			o = &owedEnergy{}
@@ -254,18 +268,13 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 		frac := max(0, 1-active) // of the sample's energy, what the activity leaves
 		o.sec += sec
 		p := o.at(prices)
-		switch {
-		case !known && !whole:
-			p.idle += sec * frac
+		p.idle += sec * frac * idleShare
+		if unattributed {
 			o.unattributed += sec * frac
-		case rule == IdleByReservation:
-			p.idle += sec * frac * (1 - held)
-		default:
-			p.idle += sec * frac
 		}
 		for i, u := range usage {
 			w := used[i]
-			if rule == IdleByReservation && (known || whole) {
+			if byReservation {
 				w += frac * reserved[i]
 			}
 			p.tenants[u.Tenant] += sec * w
@@ -280,7 +289,7 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	for i, u := range usage {
 		t := m.tenant(d, u.Tenant)
 		e := energy * used[i]
-		if rule == IdleByReservation && (known || whole) {
+		if byReservation {
 			e += rest * reserved[i]
 		}
 		var knew figures
@@ -362,7 +371,17 @@ type energyReading struct {
 	rebase bool
 }
 
-// counter is d's energy counter read at at as the meter takes it: nil
+// counterOf is the state of GPU uuid's energy counter.
+func (m *meterState) counterOf(uuid string) *counterState {
+	c := m.counters[uuid]
+	if c == nil {
+		c = &counterState{}
+		m.counters[uuid] = c
+	}
+	return c
+}
+
+// take is d's energy counter read at at as the meter takes it: nil
 // without one, and where it went back by more than a driver reload
 // explains. A reload restarts the counter at 0, so that its new value is
 // at most what the GPU drew since the previous reading, maxDrawWatts over
@@ -380,37 +399,32 @@ type energyReading struct {
 // between two collections) is no reading either: the increase that
 // follows covers the samples since, and is owed to them, not to the one
 // sample where the copy moves. The draw bounding a jump is the most the
-// GPU could draw at any sample since the previous reading (drawSince): a
+// GPU could draw at any sample since the previous reading (c.draw): a
 // power limit lowered since does not bound the energy drawn before it.
-func (m *meterState) counter(d *gpu.Device, at time.Time) energyReading {
-	draw := m.drawSince[d.UUID]
-	if draw == nil {
-		draw = &energyguard.Draw{}
-		m.drawSince[d.UUID] = draw
-	}
+func (c *counterState) take(d *gpu.Device, at time.Time) energyReading {
 	w := energyguard.Watts(d.PowerLimitW)
-	c := m.reading(d, at, draw.See(w))
-	if c.e != nil {
-		draw.From(w) // the reading the next increase counts from
+	r := c.judge(d, at, c.draw.See(w))
+	if r.e != nil {
+		c.draw.From(w) // the reading the next increase counts from
 	}
-	return c
+	return r
 }
 
-// reading is counter's judgement of d's counter, the GPU drawing at most
+// judge is take's judgement of d's counter, the GPU drawing at most
 // watts since the previous reading.
-func (m *meterState) reading(d *gpu.Device, at time.Time, watts float64) energyReading {
+func (c *counterState) judge(d *gpu.Device, at time.Time, watts float64) energyReading {
 	e := d.EnergyJoules
 	if e == nil {
 		return energyReading{}
 	}
-	prev, ok := m.prevEnergy[d.UUID]
-	if !ok {
+	if !c.read {
 		return energyReading{e: e}
 	}
+	prev := c.prev
 	if d.EnergyRepeated && *e == prev {
 		return energyReading{}
 	}
-	span := at.Sub(m.prevEnergyAt[d.UUID])
+	span := at.Sub(c.at)
 	most := watts * (span + jumpSlack).Seconds()
 	switch {
 	case *e < prev && *e <= maxDrawWatts*span.Seconds():
@@ -423,8 +437,8 @@ func (m *meterState) reading(d *gpu.Device, at time.Time, watts float64) energyR
 	return energyReading{e: e}
 }
 
-// energyDelta is the increase of GPU uuid's energy counter since its
-// previous reading, c (as counter takes it) read at at: 0 on the first
+// delta is the increase of the GPU's energy counter since its previous
+// reading, r (as take takes it) read at at: 0 on the first
 // reading, without a counter and on a rebase; after a counter reset (a
 // driver reload), the new value. Where that reading is older than the
 // sample's interval of sec seconds, the increase is split by time, at the
@@ -433,16 +447,15 @@ func (m *meterState) reading(d *gpu.Device, at time.Time, watts float64) energyR
 // its counter since (o, nil if none), for theirs; unsampled the rest, the
 // time the GPU was not read (lost), which no sample's activity or
 // reservation covers.
-func (m *meterState) energyDelta(uuid string, c energyReading, at time.Time, sec float64, o *owedEnergy) (metered, owed, unsampled float64) {
-	if c.e == nil {
+func (c *counterState) delta(r energyReading, at time.Time, sec float64, o *owedEnergy) (metered, owed, unsampled float64) {
+	if r.e == nil {
 		return 0, 0, 0
 	}
-	cur := *c.e
-	prev, ok := m.prevEnergy[uuid]
-	prevAt := m.prevEnergyAt[uuid]
-	m.prevEnergy[uuid], m.prevEnergyAt[uuid] = cur, at
+	cur := *r.e
+	ok, prev, prevAt := c.read, c.prev, c.at
+	c.read, c.prev, c.at = true, cur, at
 	switch {
-	case !ok, c.rebase:
+	case !ok, r.rebase:
 		return 0, 0, 0
 	case cur < prev:
 		metered = cur
