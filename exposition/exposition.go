@@ -91,7 +91,7 @@ type Cache struct {
 	slots map[key]*slot
 	pubs  uint64 // publications so far
 
-	cut *writeLog
+	cut *httplimit.WriteLog
 	// outside bounds the bodies written outside their request's slot
 	// that are no longer this cache's alone to hold: one rendered for a
 	// request (an encoding past maxCachedFormats, or without Version),
@@ -153,7 +153,7 @@ func New(o Options) *Cache {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Cache{o: o, slots: map[key]*slot{}, cut: newWriteLog(o.Logger, o.Now),
+	return &Cache{o: o, slots: map[key]*slot{}, cut: newWriteLog(o.Logger),
 		outside: httplimit.NewBudget(maxOutsideBytes)}
 }
 
@@ -195,7 +195,7 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		total := len(cached.body) + live.Len()
 		h.Set("Content-Length", strconv.Itoa(total))
 		if err := write(r, sw, c.outside, cached.body, live.Bytes()); err != nil {
-			c.cut.note(r, sw, total, err)
+			c.cut.Failed(c.o.Now(), r, sw, err, "total_bytes", total)
 		}
 		return
 	}
@@ -209,7 +209,7 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Encoding", "gzip")
 	h.Set("Content-Length", strconv.Itoa(total))
 	if err := write(r, sw, c.outside, gzipHeader, cached.body, tail.Bytes(), trailer[:]); err != nil {
-		c.cut.note(r, sw, total, err)
+		c.cut.Failed(c.o.Now(), r, sw, err, "total_bytes", total)
 	}
 }
 

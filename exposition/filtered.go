@@ -30,7 +30,7 @@ import (
 // request's slot and written outside it where it fits maxOutsideBytes
 // with those being written, through a StallWriter as the cache's (a
 // bound of its own: Cache.Metrics shares the cache's). Its writing
-// failing is logged as the cache's (writeLog).
+// failing is logged as the cache's (newWriteLog).
 func Metrics(cached http.Handler, newCollector func(filters ...string) (prometheus.Collector, error), self prometheus.Gatherer, logger log.Logger) http.Handler {
 	return metrics(cached, newCollector, self, logger, time.Now, httplimit.NewBudget(maxOutsideBytes))
 }
@@ -50,7 +50,7 @@ func metrics(cached http.Handler, newCollector func(filters ...string) (promethe
 	}
 	bad := &badRequestLog{logger: logger, lines: ratelog.New(badRequestLogEvery, 1)}
 	errLog := &promLogger{logger: logger, lines: ratelog.New(badRequestLogEvery, 1)}
-	cut := newWriteLog(logger, now)
+	cut := newWriteLog(logger)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		if err != nil {
@@ -82,7 +82,7 @@ func metrics(cached http.Handler, newCollector func(filters ...string) (promethe
 		w.WriteHeader(held.status())
 		sw := httplimit.NewStallWriter(w, now, httplimit.StallTimeout, maxTransfer)
 		if err := httplimit.WriteOutside(r, sw, outside, held.body.Bytes()); err != nil {
-			cut.note(r, sw, held.body.Len(), err)
+			cut.Failed(now(), r, sw, err, "total_bytes", held.body.Len())
 		}
 	})
 }
@@ -161,7 +161,7 @@ func Filtered(c prometheus.Collector, self prometheus.Gatherer, errLog promhttp.
 // log on every request: an Accept-Encoding that refuses every encoding
 // (identity;q=0) is logged as one promhttp does not know, and served
 // uncompressed. promhttp writes into a heldResponse, which never fails: a
-// failed write to the client is writeLog's.
+// failed write to the client is newWriteLog's.
 type promLogger struct {
 	logger log.Logger
 	lines  *ratelog.Log

@@ -1,15 +1,11 @@
 package exposition
 
 import (
-	"net/http"
 	"time"
 
 	"github.com/go-kit/log"
-	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
-	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
-	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 )
 
 // A metrics response is rendered within its request's slot of
@@ -35,35 +31,11 @@ const maxTransfer = time.Minute
 // publication's encodings may pass it, once.
 const maxOutsideBytes = 64 << 20
 
-// writeLog logs metrics responses whose writing failed: one cut at its
-// deadline (a client that read nothing for httplimit.StallTimeout, or a
-// transfer past maxTransfer) at warn level, with the client's address, the
-// path (clipped) and the bytes written, one line per badRequestLogEvery
-// at most, counting those held back; a client that hung up at debug
-// level, bounded apart.
-type writeLog struct {
-	logger log.Logger
-	now    func() time.Time
-	cut    *ratelog.Log
-	gone   *ratelog.Log
-}
-
-func newWriteLog(logger log.Logger, now func() time.Time) *writeLog {
-	return &writeLog{logger: logger, now: now, cut: ratelog.New(badRequestLogEvery, 1), gone: ratelog.New(badRequestLogEvery, 1)}
-}
-
-// note logs the failed writing through s of a response of total bytes
-// to r's client.
-func (l *writeLog) note(r *http.Request, s *httplimit.StallWriter, total int, err error) {
-	kv := []any{"path", clip.Text(r.URL.RequestURI(), maxLoggedBytes), "remote", r.RemoteAddr,
-		"written_bytes", s.Written(), "total_bytes", total}
-	if !s.CutAtDeadline(err) {
-		if held, ok := l.gone.NoteAt(l.now()); ok {
-			level.Debug(l.logger).Log(append(append([]any{"msg", "client gone mid-scrape"}, kv...), "not_logged", held, "err", err)...)
-		}
-		return
-	}
-	if held, ok := l.cut.NoteAt(l.now()); ok {
-		level.Warn(l.logger).Log(append(append([]any{"msg", "metrics response cut short: " + s.Why()}, kv...), "cut", held+1, "err", err)...)
-	}
+// newWriteLog returns the log of metrics responses whose writing failed:
+// one cut at its deadline (a client that read nothing for
+// httplimit.StallTimeout, or a transfer past maxTransfer) at warn level,
+// one line per badRequestLogEvery at most, counting those held back; a
+// client that hung up at debug level, bounded apart.
+func newWriteLog(logger log.Logger) *httplimit.WriteLog {
+	return httplimit.NewWriteLog(logger, "metrics", badRequestLogEvery)
 }

@@ -123,7 +123,7 @@ func TestStalledResponseCutAndLogged(t *testing.T) {
 			var logs bytes.Buffer
 			logger := log.NewLogfmtLogger(&logs)
 			f := newFixture(t, false)
-			f.c.o.Now, f.c.cut = now, newWriteLog(logger, now)
+			f.c.o.Now, f.c.cut = now, newWriteLog(logger)
 			newCollector := func(...string) (prometheus.Collector, error) { return namedCollector{"gpu"}, nil }
 			h := metrics(f.c, newCollector, nil, logger, now, httplimit.NewBudget(maxOutsideBytes))
 			for i, at := range []time.Duration{0, time.Second, 2 * time.Second, badRequestLogEvery + 2*time.Second} {

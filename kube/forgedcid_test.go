@@ -54,7 +54,7 @@ func TestContainerIDInDelegatedSubtreeOnSharedGPU(t *testing.T) {
 		{"the other pod's container, systemd", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(otherUID, "-", "_") + ".slice/cri-containerd-" + ocid + ".scope/" + forged, "other"},
 	} {
 		cg := kube.ParseCgroupPath(tc.path)
-		ref := m.ResolvePod(cg, "GPU-a")
+		ref, _ := m.ResolvePod(cg, "GPU-a")
 		got := ""
 		if ref != nil {
 			got = ref.Name

@@ -7,7 +7,7 @@ import (
 
 // HolderClaim is a process that its devices alone place among the pods
 // holding them, under its cgroup's pod UID: in the one pod holding them
-// (ResolvePodByDevice, rule 2), or in any of the several whose containers
+// (ResolvePod, rule 2), or in any of the several whose containers
 // Holders gives it.
 type HolderClaim struct {
 	// Pods are the holder pods ("namespace/name"), sorted, each once

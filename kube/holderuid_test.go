@@ -12,7 +12,7 @@ import (
 
 // TestResolvePodByDevice: rule 2 under a cgroup's pod UID says so; rule
 // 1, a pod known by its UID only and a process of no pod UID do not.
-func TestResolvePodByDevice(t *testing.T) {
+func TestResolvePod(t *testing.T) {
 	resp := &podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{
 		pod("llm", "chat-0", "server", "nvidia.com/gpu", "GPU-a"),
 		pod("llm", "a", "c", "nvidia.com/gpu.shared", "GPU-b::0"),
@@ -38,7 +38,7 @@ func TestResolvePodByDevice(t *testing.T) {
 		{"two pods hold the GPU", kube.NewMapping(resp), kube.ParseCgroupPath(podCgroup(uidEvil)), "GPU-b", "/ " + uidEvil + " false"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ref, byDevice := tc.m.ResolvePodByDevice(tc.cg, tc.device)
+			ref, byDevice := tc.m.ResolvePod(tc.cg, tc.device)
 			if got := fmt.Sprintf("%s/%s %s %v", ref.Namespace, ref.Name, ref.UID, byDevice); got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}

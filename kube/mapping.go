@@ -401,18 +401,12 @@ func (m *Mapping) podsOn(ids ...string) []PodRef {
 // Without pod metadata that knows the process's pod, rule 2 cannot tell
 // the holder's own processes from those of a pod that reaches the GPU
 // without being allocated it (all GPUs visible to a privileged container,
-// or to one given NVIDIA_VISIBLE_DEVICES=all): ResolvePodByDevice says
-// where it was applied, so that HolderUIDs can keep one cgroup pod UID
+// or to one given NVIDIA_VISIBLE_DEVICES=all): byDevice is true where
+// rule 2 placed the process of a cgroup naming a pod UID in the pod
+// holding its devices (the pod's UID then taken to be cg.PodUID, which
+// only the device says), so that HolderUIDs can keep one cgroup pod UID
 // per holder pod (so too for Holders).
-func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) *PodRef {
-	ref, _ := m.ResolvePodByDevice(cg, deviceIDs...)
-	return ref
-}
-
-// ResolvePodByDevice is ResolvePod, byDevice true where rule 2 placed the
-// process of a cgroup naming a pod UID in the pod holding its devices:
-// the pod's is then taken to be cg.PodUID, which only the device says.
-func (m *Mapping) ResolvePodByDevice(cg CgroupInfo, deviceIDs ...string) (ref *PodRef, byDevice bool) {
+func (m *Mapping) ResolvePod(cg CgroupInfo, deviceIDs ...string) (ref *PodRef, byDevice bool) {
 	cands := m.podsOn(deviceIDs...)
 	if noPodPlace(cg) {
 		if cands = m.ofContainer(cg, cands); len(cands) == 0 {

@@ -155,7 +155,7 @@ func TestResolvePodHolders(t *testing.T) {
 				}
 			}
 			cg := kube.CgroupInfo{PodUID: tc.uid}
-			ref := m.ResolvePod(cg, "GPU-a")
+			ref, _ := m.ResolvePod(cg, "GPU-a")
 			if got := name(ref); got != tc.pod {
 				t.Errorf("pod %q, want %q", got, tc.pod)
 			}
@@ -220,12 +220,12 @@ func TestResolvePodKubepodsInUserSubtree(t *testing.T) {
 		"/user.slice/user-1000.slice/user@1000.service/app.slice/kubepods/pod" + uid,
 		"/system.slice/tenant.service/kubepods/burstable/pod" + uid,
 	} {
-		if ref := m.ResolvePod(kube.ParseCgroupPath(path), "GPU-b"); ref != nil {
+		if ref, _ := m.ResolvePod(kube.ParseCgroupPath(path), "GPU-b"); ref != nil {
 			t.Errorf("%s on GPU-b resolved to pod %s/%s (labels %v)", path, ref.Namespace, ref.Name, ref.Labels)
 		}
 	}
 	// the pod's own process, in the kubelet's cgroup, still is
-	if ref := m.ResolvePod(kube.ParseCgroupPath("/kubepods/burstable/pod"+uid+"/aaaa01"), "GPU-a"); ref == nil || ref.Name != "victim" {
+	if ref, _ := m.ResolvePod(kube.ParseCgroupPath("/kubepods/burstable/pod"+uid+"/aaaa01"), "GPU-a"); ref == nil || ref.Name != "victim" {
 		t.Errorf("the pod's own process resolved to %+v", ref)
 	}
 }
@@ -265,7 +265,7 @@ func TestResolvePodDeviceRuleSparesHostPlaces(t *testing.T) {
 		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/cri-containerd-" + strings.Repeat("a", 64) + ".scope", "victim"},
 	} {
 		cg := kube.ParseCgroupPath(tc.path)
-		ref := m.ResolvePod(cg, "GPU-a")
+		ref, _ := m.ResolvePod(cg, "GPU-a")
 		got := ""
 		if ref != nil {
 			got = ref.Name

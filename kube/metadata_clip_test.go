@@ -55,11 +55,11 @@ func TestPodMetadataOneTenantsLabels(t *testing.T) {
 	if st := m.Status(); !st.Metadata.Up || st.Metadata.ErrorsTotal != 0 {
 		t.Fatalf("metadata status %+v", st.Metadata)
 	}
-	chat := m.Mapping().ResolvePod(kube.ParseCgroupPath(podCgroup(uidChat)), "GPU-a")
+	chat, _ := m.Mapping().ResolvePod(kube.ParseCgroupPath(podCgroup(uidChat)), "GPU-a")
 	if chat == nil || chat.Name != "chat-0" || chat.Labels["app"] != "chat" {
 		t.Errorf("chat-0: %+v, want its labels", chat)
 	}
-	x := m.Mapping().ResolvePod(kube.ParseCgroupPath(podCgroup("deadbeef-0000-4000-8000-000000000000")), "GPU-b")
+	x, _ := m.Mapping().ResolvePod(kube.ParseCgroupPath(podCgroup("deadbeef-0000-4000-8000-000000000000")), "GPU-b")
 	if x == nil || x.Name != "x-0" || x.Namespace != "evil" || x.UID != "deadbeef-0000-4000-8000-000000000000" || len(x.Labels) != 0 {
 		t.Errorf("x-0: %+v, want its pod without labels", x)
 	}

@@ -345,7 +345,7 @@ func TestPodMetadataFailureNewPodOnSharedGPU(t *testing.T) {
 				t.Fatalf("metadata status %+v, want down", md)
 			}
 			cg := kube.CgroupInfo{PodUID: tc.uidFailing}
-			ref := m.Mapping().ResolvePod(cg, "GPU-a")
+			ref, _ := m.Mapping().ResolvePod(cg, "GPU-a")
 			var gotPod string
 			if ref != nil && ref.Name != "" {
 				gotPod = ref.Namespace + "/" + ref.Name + "/" + ref.Container

@@ -51,7 +51,7 @@ func TestStaticPodByMirror(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ref := m.ResolvePod(cg, "GPU-a")
+			ref, _ := m.ResolvePod(cg, "GPU-a")
 			if ref == nil {
 				t.Fatal("no pod")
 			}

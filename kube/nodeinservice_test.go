@@ -51,7 +51,7 @@ func TestNodeInServiceKeepsDeviceRule(t *testing.T) {
 		{"machinectl's service outside machine.slice", "/system.slice/systemd-nspawn@x.service/payload" + cgroupfs, false},
 	} {
 		cg := kube.ParseCgroupPath(tc.path)
-		ref := m.ResolvePod(cg, "GPU-a")
+		ref, _ := m.ResolvePod(cg, "GPU-a")
 		if got := ref != nil && ref.Name == "trainer"; got != tc.want {
 			t.Errorf("%s: %s\n  ParseCgroupPath %+v, ResolvePod %+v (NamesNoPod %v), want ml/trainer %v", tc.name, tc.path, cg, ref, kube.NamesNoPod(tc.path), tc.want)
 		}

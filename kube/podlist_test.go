@@ -33,7 +33,7 @@ func TestResolvePodInitAndEphemeralContainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ id, want string }{{app, "app"}, {warm, "warmup"}, {side, "proxy"}, {debug, "debugger"}} {
-		ref := m.ResolvePod(CgroupInfo{PodUID: uid, ContainerID: tc.id}, "GPU-a")
+		ref, _ := m.ResolvePod(CgroupInfo{PodUID: uid, ContainerID: tc.id}, "GPU-a")
 		if ref == nil || ref.Container != tc.want {
 			t.Errorf("container %s: got %+v, want container %q", tc.id, ref, tc.want)
 		}

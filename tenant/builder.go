@@ -208,7 +208,6 @@ func NewBuilder(cfg *Config, opts BuilderOptions) (*Builder, error) {
 
 		podInfoOpts: opts.PodInfo,
 	}
-	b.meters.logger = opts.Logger
 	b.cfgStatus = ConfigStatus{File: cfg.File, LastReloadSuccessful: true, LastReloadSuccessTime: b.clock.Now()}
 	b.mu.Lock()
 	b.installLocked(cfg)

@@ -5,9 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/go-kit/log"
-	"github.com/go-kit/log/level"
-
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/energyguard"
 )
@@ -106,29 +103,32 @@ type meterKey struct{ uuid, tenant string }
 // meterState accumulates the meters across samples (guarded by the
 // Builder's buildMu).
 type meterState struct {
-	prevEnergy map[string]float64 // by GPU UUID
-	last       time.Time          // time of the latest readings metered
-	tenants    map[meterKey]*Meter
-	gpus       map[string]*GPUMeter
+	last    time.Time // time of the latest readings metered
+	tenants map[meterKey]*Meter
+	gpus    map[string]*GPUMeter
 
-	// prevEnergyAt is when prevEnergy was read, by GPU UUID: the time the
-	// next increase spans, which the sample's interval may not cover.
-	prevEnergyAt map[string]time.Time
-	// drawSince is, by GPU UUID, the most the GPU could draw (energyguard.Watts)
-	// at any sample since prevEnergy was read, that one included: a limit
-	// lowered since bounds none of the energy drawn before.
-	drawSince map[string]*energyguard.Draw
+	// counters are the GPUs' energy counters as the meter read them, by
+	// GPU UUID.
+	counters map[string]*counterState
 	// seen are the figures some time metered for a tenant on a GPU knew.
 	seen map[meterKey]figures
 	// owed are, by GPU UUID, the samples that metered a GPU read without
 	// its energy counter since the counter's last reading: their share of
 	// the counter's next increase is split by their weights.
 	owed map[string]*owedEnergy
+}
 
-	// logger receives the GPUs repeating another's UUID (nil: none);
-	// twiceLogged are those of the latest sample, logged.
-	logger      log.Logger
-	twiceLogged map[string]bool
+// counterState is what the meter keeps of a GPU's energy counter.
+type counterState struct {
+	read bool    // prev is a reading
+	prev float64 // the reading the next increase counts from
+	// at is when prev was read: the time the next increase spans, which
+	// the sample's interval may not cover.
+	at time.Time
+	// draw is the most the GPU could draw (energyguard.Watts) at any
+	// sample since prev was read, that one included: a limit lowered
+	// since bounds none of the energy drawn before.
+	draw energyguard.Draw
 }
 
 // figures is a set of a Meter's figures.
@@ -142,7 +142,7 @@ const (
 )
 
 func newMeterState() meterState {
-	return meterState{prevEnergy: map[string]float64{}, prevEnergyAt: map[string]time.Time{}, drawSince: map[string]*energyguard.Draw{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{},
+	return meterState{counters: map[string]*counterState{}, tenants: map[meterKey]*Meter{}, gpus: map[string]*GPUMeter{},
 		seen: map[meterKey]figures{}, owed: map[string]*owedEnergy{}}
 }
 
@@ -171,8 +171,10 @@ func (m *meterState) note(t *Meter, sec float64, known figures) {
 	t.MemoryUnknown = seen&figMemory == 0 && (t.MemoryUnknown || known&figMemory == 0)
 }
 
-// meter adds one sample: usage is the sample's attribution. It returns the
-// meters of every tenant and GPU seen so far, sorted by GPU and tenant.
+// meter adds one sample: usage is the sample's attribution. A GPU's meters
+// are its UUID's: r lists each GPU once (the sampler drops a device that
+// repeats one listed before it). It returns the meters of every tenant and
+// GPU seen so far, sorted by GPU and tenant.
 func (m *meterState) meter(rule IdleEnergy, prices *Prices, r *gpu.Readings, usage []Usage) ([]Meter, []GPUMeter) {
 	// Readings metered already (a rebuild of the same sample) add nothing.
 	if r != nil && (m.last.IsZero() || r.Time.After(m.last)) {
@@ -181,16 +183,10 @@ func (m *meterState) meter(rule IdleEnergy, prices *Prices, r *gpu.Readings, usa
 		for i := range usage {
 			byGPU[usage[i].UUID] = append(byGPU[usage[i].UUID], &usage[i])
 		}
-		devices, twice := m.devicesOnce(r)
-		for _, d := range devices {
-			if !d.Up {
-				continue
+		for i := range r.Devices {
+			if d := &r.Devices[i]; d.Up {
+				m.device(rule, prices, d, r.Time, r.Interval.Seconds(), byGPU[d.UUID])
 			}
-			on := byGPU[d.UUID]
-			if twice[d.UUID] {
-				on = onIndex(on, d.Index) // not the usages of the device repeating its UUID
-			}
-			m.device(rule, prices, d, r.Time, r.Interval.Seconds(), on)
 		}
 	}
 	tenants := make([]Meter, 0, len(m.tenants))
@@ -212,47 +208,6 @@ func (m *meterState) meter(rule IdleEnergy, prices *Prices, r *gpu.Readings, usa
 	return tenants, gpus
 }
 
-// devicesOnce are the devices of r to meter: the first of each UUID. The
-// meters are a GPU's by its UUID; a later device that repeats an earlier
-// one's (a backend's fault) is not metered, and is logged once while it
-// lasts: metered as one GPU, two devices put each one's tenants' time on
-// both and one's energy nowhere. The GPU's series skip it too (the
-// collector's "reported twice"). twice are the UUIDs repeated.
-func (m *meterState) devicesOnce(r *gpu.Readings) (out []*gpu.Device, twice map[string]bool) {
-	out = make([]*gpu.Device, 0, len(r.Devices))
-	first := make(map[string]int, len(r.Devices)) // UUID: index of its first device
-	for i := range r.Devices {
-		d := &r.Devices[i]
-		at, seen := first[d.UUID]
-		if !seen {
-			first[d.UUID] = d.Index
-			out = append(out, d)
-			continue
-		}
-		if twice == nil {
-			twice = map[string]bool{}
-		}
-		if !twice[d.UUID] && !m.twiceLogged[d.UUID] && m.logger != nil {
-			level.Error(m.logger).Log("msg", "GPU UUID reported by more than one device (a backend's fault); only the first is metered (logged once while it lasts)",
-				"uuid", d.UUID, "gpu", at, "not_metered_gpu", d.Index)
-		}
-		twice[d.UUID] = true
-	}
-	m.twiceLogged = twice
-	return out, twice
-}
-
-// onIndex are the usages of usage on the device of index i.
-func onIndex(usage []*Usage, i int) []*Usage {
-	out := make([]*Usage, 0, len(usage))
-	for _, u := range usage {
-		if u.GPU == i {
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
 // device meters one GPU read at at over an interval of sec seconds, its
 // costs at prices (nil: none).
 func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at time.Time, sec float64, usage []*Usage) {
@@ -266,8 +221,9 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	used, reserved := activityShares(d, usage), reservations(d, usage)
 	known := activityKnown(d, usage)
 	o := m.owed[d.UUID]
-	reading := m.counter(d, at)
-	energy, owed, unsampled := m.energyDelta(d.UUID, reading, at, sec, o)
+	c := m.counterOf(d.UUID)
+	reading := c.take(d, at)
+	energy, owed, unsampled := c.delta(reading, at, sec, o)
 	var active, held float64
 	for _, s := range used {
 		active += s
@@ -285,12 +241,17 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	// rest is no tenant's, but for a tenant holding all of the GPU, whose
 	// energy under reservation is all of it whatever its activity.
 	whole := !known && rule == IdleByReservation && len(usage) == 1 && reserved[0] >= 1
-	idle := rest
-	switch {
-	case !known && !whole:
+	unattributed := !known && !whole
+	// Under reservation the tenants take the rest by what they hold; the
+	// idle part is what none holds.
+	byReservation := rule == IdleByReservation && !unattributed
+	idleShare := 1.0 // of the rest
+	if byReservation {
+		idleShare = 1 - held
+	}
+	idle := rest * idleShare
+	if unattributed {
 		g.UnattributedEnergyJoules += rest
-	case rule == IdleByReservation:
-		idle = rest * (1 - held)
 	}
 	// The energy counted while no sample was taken is no tenant's: none was
 	// metered GPU time for it, so neither rule hands it out.
@@ -298,7 +259,7 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	g.IdleEnergyJoules += idle
 	g.UnsampledEnergyJoules += unsampled
 	g.IdleCosts = addCost(g.IdleCosts, prices, sec*max(0, 1-held), idle)
-	if _, read := m.prevEnergy[d.UUID]; read && reading.e == nil && sec > 0 {
+	if c.read && reading.e == nil && sec > 0 {
 		// read without its counter: owed its part of the next increase
 		if o == nil {
 			o = &owedEnergy{}
@@ -307,18 +268,13 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 		frac := max(0, 1-active) // of the sample's energy, what the activity leaves
 		o.sec += sec
 		p := o.at(prices)
-		switch {
-		case !known && !whole:
-			p.idle += sec * frac
+		p.idle += sec * frac * idleShare
+		if unattributed {
 			o.unattributed += sec * frac
-		case rule == IdleByReservation:
-			p.idle += sec * frac * (1 - held)
-		default:
-			p.idle += sec * frac
 		}
 		for i, u := range usage {
 			w := used[i]
-			if rule == IdleByReservation && (known || whole) {
+			if byReservation {
 				w += frac * reserved[i]
 			}
 			p.tenants[u.Tenant] += sec * w
@@ -333,7 +289,7 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	for i, u := range usage {
 		t := m.tenant(d, u.Tenant)
 		e := energy * used[i]
-		if rule == IdleByReservation && (known || whole) {
+		if byReservation {
 			e += rest * reserved[i]
 		}
 		var knew figures
@@ -415,7 +371,17 @@ type energyReading struct {
 	rebase bool
 }
 
-// counter is d's energy counter read at at as the meter takes it: nil
+// counterOf is the state of GPU uuid's energy counter.
+func (m *meterState) counterOf(uuid string) *counterState {
+	c := m.counters[uuid]
+	if c == nil {
+		c = &counterState{}
+		m.counters[uuid] = c
+	}
+	return c
+}
+
+// take is d's energy counter read at at as the meter takes it: nil
 // without one, and where it went back by more than a driver reload
 // explains. A reload restarts the counter at 0, so that its new value is
 // at most what the GPU drew since the previous reading, maxDrawWatts over
@@ -433,37 +399,32 @@ type energyReading struct {
 // between two collections) is no reading either: the increase that
 // follows covers the samples since, and is owed to them, not to the one
 // sample where the copy moves. The draw bounding a jump is the most the
-// GPU could draw at any sample since the previous reading (drawSince): a
+// GPU could draw at any sample since the previous reading (c.draw): a
 // power limit lowered since does not bound the energy drawn before it.
-func (m *meterState) counter(d *gpu.Device, at time.Time) energyReading {
-	draw := m.drawSince[d.UUID]
-	if draw == nil {
-		draw = &energyguard.Draw{}
-		m.drawSince[d.UUID] = draw
-	}
+func (c *counterState) take(d *gpu.Device, at time.Time) energyReading {
 	w := energyguard.Watts(d.PowerLimitW)
-	c := m.reading(d, at, draw.See(w))
-	if c.e != nil {
-		draw.From(w) // the reading the next increase counts from
+	r := c.judge(d, at, c.draw.See(w))
+	if r.e != nil {
+		c.draw.From(w) // the reading the next increase counts from
 	}
-	return c
+	return r
 }
 
-// reading is counter's judgement of d's counter, the GPU drawing at most
+// judge is take's judgement of d's counter, the GPU drawing at most
 // watts since the previous reading.
-func (m *meterState) reading(d *gpu.Device, at time.Time, watts float64) energyReading {
+func (c *counterState) judge(d *gpu.Device, at time.Time, watts float64) energyReading {
 	e := d.EnergyJoules
 	if e == nil {
 		return energyReading{}
 	}
-	prev, ok := m.prevEnergy[d.UUID]
-	if !ok {
+	if !c.read {
 		return energyReading{e: e}
 	}
+	prev := c.prev
 	if d.EnergyRepeated && *e == prev {
 		return energyReading{}
 	}
-	span := at.Sub(m.prevEnergyAt[d.UUID])
+	span := at.Sub(c.at)
 	most := watts * (span + jumpSlack).Seconds()
 	switch {
 	case *e < prev && *e <= maxDrawWatts*span.Seconds():
@@ -476,8 +437,8 @@ func (m *meterState) reading(d *gpu.Device, at time.Time, watts float64) energyR
 	return energyReading{e: e}
 }
 
-// energyDelta is the increase of GPU uuid's energy counter since its
-// previous reading, c (as counter takes it) read at at: 0 on the first
+// delta is the increase of the GPU's energy counter since its previous
+// reading, r (as take takes it) read at at: 0 on the first
 // reading, without a counter and on a rebase; after a counter reset (a
 // driver reload), the new value. Where that reading is older than the
 // sample's interval of sec seconds, the increase is split by time, at the
@@ -486,16 +447,15 @@ func (m *meterState) reading(d *gpu.Device, at time.Time, watts float64) energyR
 // its counter since (o, nil if none), for theirs; unsampled the rest, the
 // time the GPU was not read (lost), which no sample's activity or
 // reservation covers.
-func (m *meterState) energyDelta(uuid string, c energyReading, at time.Time, sec float64, o *owedEnergy) (metered, owed, unsampled float64) {
-	if c.e == nil {
+func (c *counterState) delta(r energyReading, at time.Time, sec float64, o *owedEnergy) (metered, owed, unsampled float64) {
+	if r.e == nil {
 		return 0, 0, 0
 	}
-	cur := *c.e
-	prev, ok := m.prevEnergy[uuid]
-	prevAt := m.prevEnergyAt[uuid]
-	m.prevEnergy[uuid], m.prevEnergyAt[uuid] = cur, at
+	cur := *r.e
+	ok, prev, prevAt := c.read, c.prev, c.at
+	c.read, c.prev, c.at = true, cur, at
 	switch {
-	case !ok, c.rebase:
+	case !ok, r.rebase:
 		return 0, 0, 0
 	case cur < prev:
 		metered = cur

@@ -48,7 +48,7 @@ type subject struct {
 	// where pod does not name its container (kube.Mapping.Holders)
 	holders []kube.PodRef
 	// byDevice: pod was given by its devices alone under its cgroup's pod
-	// UID (kube.Mapping.ResolvePodByDevice), which placeAll checks (kube.HolderUIDs)
+	// UID (kube.Mapping.ResolvePod), which placeAll checks (kube.HolderUIDs)
 	// against the sample's other processes in that pod
 	byDevice bool
 }
@@ -61,7 +61,7 @@ const maxHolders = 256
 // pod as podMap (nil: none) tells it: the pod, and where that does not
 // name its container, the containers it may be in.
 func placeInPod(sub *subject, podMap *kube.Mapping, cg kube.CgroupInfo, ids []string) {
-	sub.pod, sub.byDevice = podMap.ResolvePodByDevice(cg, ids...)
+	sub.pod, sub.byDevice = podMap.ResolvePod(cg, ids...)
 	sub.podUID = cg.PodUID
 	if sub.podUID == "" && sub.pod != nil {
 		sub.podUID = sub.pod.UID

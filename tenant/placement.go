@@ -110,7 +110,7 @@ func (b *Builder) placeAll(compiled *compiledConfig, r *gpu.Readings, podMap *ku
 
 // holderPods are the pods ("namespace/name", sorted, each once) that sub's
 // devices alone placed it among under its cgroup's pod UID: the one that
-// ResolvePodByDevice gave it, or those of the containers it may be in
+// ResolvePod gave it (byDevice), or those of the containers it may be in
 // (its pod known by its UID only); none where it has no cgroup pod UID,
 // or was placed otherwise.
 func holderPods(sub *subject) []string {

@@ -284,26 +284,9 @@ func (k *Kept) reload() error {
 	if err != nil {
 		return err
 	}
-	if next.tls != k.tls {
-		// exporter-toolkit decides at start whether the port speaks TLS:
-		// a copy without it would fail every handshake, one with it would
-		// still be served over plain HTTP.
+	if why := k.takesRestart(next); why != "" {
 		k.discard(next)
-		return fmt.Errorf("it turns TLS %s (tls_server_config): %w", onOff(next.tls), ErrRestart)
-	}
-	if k.auth && !next.auth {
-		// Every request would be served without authentication, from a
-		// check that caught the file emptied, a Secret written without
-		// its users, as from an edit meant so: an operator who wants
-		// that restarts the exporter.
-		k.discard(next)
-		return fmt.Errorf("it removes basic auth (no user in basic_auth_users), which would serve every request without authentication: %w", ErrRestart)
-	}
-	if k.clientCert && !next.clientCert {
-		// As basic auth removed: every request would be served to a
-		// client without a certificate its CA verifies.
-		k.discard(next)
-		return fmt.Errorf("it no longer requires a verified client certificate (%s), which would serve clients without one: %w", next.clientAuth, ErrRestart)
+		return fmt.Errorf("%s: %w", why, ErrRestart)
 	}
 	if next.cfg == nil {
 		k.auth, k.clientCert = next.auth, next.clientCert
@@ -338,6 +321,29 @@ type loaded struct {
 	clientCert bool
 	clientAuth string   // what it asks of a client (clientCertRequired)
 	expiry     notAfter // zero without TLS
+}
+
+// takesRestart says why next's change takes a restart (ErrRestart), ""
+// where it does not.
+func (k *Kept) takesRestart(next loaded) string {
+	switch {
+	case next.tls != k.tls:
+		// exporter-toolkit decides at start whether the port speaks TLS:
+		// a copy without it would fail every handshake, one with it would
+		// still be served over plain HTTP.
+		return fmt.Sprintf("it turns TLS %s (tls_server_config)", onOff(next.tls))
+	case k.auth && !next.auth:
+		// Every request would be served without authentication, from a
+		// check that caught the file emptied, a Secret written without
+		// its users, as from an edit meant so: an operator who wants
+		// that restarts the exporter.
+		return "it removes basic auth (no user in basic_auth_users), which would serve every request without authentication"
+	case k.clientCert && !next.clientCert:
+		// As basic auth removed: every request would be served to a
+		// client without a certificate its CA verifies.
+		return fmt.Sprintf("it no longer requires a verified client certificate (%s), which would serve clients without one", next.clientAuth)
+	}
+	return ""
 }
 
 // discard releases what load made for l and is not in use.

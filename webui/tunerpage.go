@@ -607,7 +607,7 @@ func NewTunerPage(snapshot func() *tenant.Snapshot, status func() *tuner.Status,
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	return tunerPage{snapshot: snapshot, status: status, info: info, logger: logger, now: time.Now, logs: newPageLogs(), maxTransfer: TunerPageMaxTransfer,
+	return tunerPage{snapshot: snapshot, status: status, info: info, logger: logger, now: time.Now, logs: newPageLogs(logger), maxTransfer: TunerPageMaxTransfer,
 		outside: httplimit.NewBudget(maxOutsideBytes)}
 }
 
@@ -652,7 +652,7 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		sw := httplimit.NewStallWriter(w, p.now, TunerPageWriteTimeout, p.maxTransfer)
 		if err := writeJSON(sw, head, &v); err != nil {
-			p.logWriteFailed(r, sw, err, "history_series", len(v.History.Tenants)+len(v.History.Knobs))
+			p.logs.written.Failed(p.now(), r, sw, err, "history_series", len(v.History.Tenants)+len(v.History.Knobs))
 		}
 	case "", "html":
 		// Rendered whole first: a template error is a 500, not half a page.
@@ -668,7 +668,7 @@ func (p tunerPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
 		sw := httplimit.NewStallWriter(w, p.now, TunerPageWriteTimeout, p.maxTransfer)
 		if err := httplimit.WriteOutside(r, sw, p.outside, b.Bytes()); err != nil {
-			p.logWriteFailed(r, sw, err, "total_bytes", b.Len())
+			p.logs.written.Failed(p.now(), r, sw, err, "total_bytes", b.Len())
 		}
 	default:
 		http.Error(w, fmt.Sprintf("unknown format %q: want html or json", f), http.StatusBadRequest)

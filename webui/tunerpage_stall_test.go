@@ -200,6 +200,31 @@ func TestTunerPageCutWarningRateLimited(t *testing.T) {
 	}
 }
 
+// The lines of clients that hung up are bounded as those of responses
+// cut: one debug line per pageCutLogEvery, with the path and the client's
+// address, counting those not logged, where every hang-up wrote one.
+func TestTunerPageGoneClientLogBounded(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := start
+	var logs bytes.Buffer
+	p := stallPage(&clock, &logs)
+	for _, at := range []time.Duration{0, time.Second, 2 * time.Second, pageCutLogEvery + 2*time.Second} {
+		clock = start.Add(at)
+		c := newStallClient(&clock, 1<<20, 1<<10)
+		c.hangUp = true
+		p.ServeHTTP(c, httptest.NewRequest("GET", "/tuner", nil))
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 2 || strings.Contains(logs.String(), "level=warn") || !strings.Contains(lines[1], " not_logged=2 ") {
+		t.Fatalf("%d lines for 4 clients gone in 12 s, want 2 at debug level, the second not logging 2:\n%s", len(lines), logs.String())
+	}
+	for _, want := range []string{"level=debug", " path=/tuner ", " remote=192.0.2.1:1234 ", " written_bytes=1024 ", " total_bytes="} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("the line lacks %q:\n%s", want, lines[0])
+		}
+	}
+}
+
 // The warning of a history with values that are no number names the
 // first pageNullsNamed series and counts the rest, where it named every
 // one (up to two for each tenant), and is rate-limited: one line per

@@ -2,7 +2,6 @@ package webui
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/vgpu-exporter/vgpu_exporter/httplimit"
-	"github.com/vgpu-exporter/vgpu_exporter/internal/clip"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/ratelog"
 )
 
@@ -25,8 +23,10 @@ import (
 // whole within its slot, is written outside it (httplimit.Release) where
 // it fits maxOutsideBytes with the others being written: a browser is
 // not refused for clients that do not read. A response cut at its
-// deadline is logged at warn level, rate-limited, with the bytes written;
-// a client that hung up, at debug.
+// deadline is logged at warn level with the bytes written and how much
+// there was (total_bytes of the HTML; history_series of the JSON, whose
+// length is known only at its end); a client that hung up, at debug;
+// each rate-limited (httplimit.WriteLog).
 
 // maxOutsideBytes bounds the bytes of the HTML pages written outside
 // their slot at once (five pages of 1000 tenants, fifty of 100): past it,
@@ -34,13 +34,10 @@ import (
 // hold a bounded memory however many connections they open.
 const maxOutsideBytes = 32 << 20
 
-// maxLoggedPath is the most of a request's path and query a warning
-// shows: a query of 60 KB is no line of 60 KB.
-const maxLoggedPath = 256
-
 const (
-	// pageCutLogEvery bounds the warnings of responses cut at their
-	// deadline: one line per 10 s, counting those held back.
+	// pageCutLogEvery bounds the lines of responses whose writing
+	// failed: one per 10 s of those cut at their deadline, counting
+	// those held back, and apart one of those whose client hung up.
 	pageCutLogEvery = 10 * time.Second
 	// pageNullsLogEvery bounds the warnings of a history with values
 	// that are no number: one line a minute, counting the requests held
@@ -53,32 +50,12 @@ const (
 // pageLogs are the tuner page's rate-limited warnings, shared by its
 // requests.
 type pageLogs struct {
-	cut   *ratelog.Log // responses cut at their write deadline
-	nulls *ratelog.Log // histories with values written null
+	written *httplimit.WriteLog // responses whose writing failed
+	nulls   *ratelog.Log        // histories with values written null
 }
 
-func newPageLogs() *pageLogs {
-	return &pageLogs{cut: ratelog.New(pageCutLogEvery, 1), nulls: ratelog.New(pageNullsLogEvery, 1)}
-}
-
-// logWriteFailed logs a tuner page response whose write through s
-// failed, with the bytes written and size, what says how much there was
-// (total_bytes of the HTML; history_series of the JSON, whose length is
-// known only at its end): at warn level, rate-limited, where it was cut
-// at its deadline (a client that read nothing for
-// TunerPageWriteTimeout), at debug where the client hung up.
-func (p tunerPage) logWriteFailed(r *http.Request, s *httplimit.StallWriter, err error, size ...any) {
-	if !s.CutAtDeadline(err) {
-		level.Debug(p.logger).Log(append(append([]any{"msg", "writing the tuner page", "written_bytes", s.Written()}, size...), "err", err)...)
-		return
-	}
-	held, ok := p.logs.cut.NoteAt(p.now())
-	if !ok {
-		return
-	}
-	kv := []any{"msg", "tuner page response cut short: " + s.Why(),
-		"path", clip.Text(r.URL.RequestURI(), maxLoggedPath), "remote", r.RemoteAddr, "written_bytes", s.Written()}
-	level.Warn(p.logger).Log(append(append(kv, size...), "cut", held+1, "err", err)...)
+func newPageLogs(logger log.Logger) *pageLogs {
+	return &pageLogs{written: httplimit.NewWriteLog(logger, "tuner page", pageCutLogEvery), nulls: ratelog.New(pageNullsLogEvery, 1)}
 }
 
 // logNulls warns, rate-limited, of a history whose values that are no

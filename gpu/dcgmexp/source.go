@@ -24,7 +24,6 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
-	"golang.org/x/time/rate"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/fileread"
@@ -98,8 +97,7 @@ type Source struct {
 	inFlight   bool   // a scrape off the path runs
 	ready      Fields // what the last scrape off the path read, until taken
 	lastErr    string
-	failLimit  *rate.Limiter        // warnings of a failure that differs from the last
-	suppressed int                  // failure warnings held back since the last one
+	failLog    *ratelog.Log         // warnings of a failure that differs from the last
 	failLogged bool                 // the failures since the last success were logged
 	mismatched map[mismatchKey]bool // device-level fields whose disagreement was logged
 	// ownEnergy are the GPUs, by UUID, whose energy counter the inner
@@ -145,7 +143,7 @@ func New(inner gpu.Source, opts Options) (*Source, error) {
 	}
 	s := &Source{inner: inner, url: u.String(), name: urlmask.DisplayURL(u.String()), timeout: opts.Timeout, maxBytes: opts.MaxBytes, maxAge: opts.MaxAge,
 		logger: opts.Logger, client: opts.Client, clock: opts.Clock,
-		failLimit: rate.NewLimiter(rate.Every(warnEvery), 1), warns: ratelog.NewKeyed(warnEvery, warnKeys),
+		failLog: ratelog.New(warnEvery, 1), warns: ratelog.NewKeyed(warnEvery, warnKeys),
 		ownEnergy: map[string]bool{}, energy: map[string]*pageEnergy{}, sources: map[Key]sourceSeen{}}
 	if s.clock == nil {
 		s.clock = gpu.RealClock{}
@@ -433,15 +431,15 @@ func (s *Source) logChange(msg string) {
 			level.Info(s.logger).Log("msg", "dcgm-exporter reachable again", "url", s.name)
 		}
 		s.failLogged = false
-	case s.failLimit.AllowN(s.clock.Now(), 1):
-		kv := []any{"msg", "scraping dcgm-exporter failed; readings without DCGM fields", "url", s.name, "err", msg}
-		if s.suppressed > 0 {
-			kv = append(kv, "other_failures_not_logged", s.suppressed)
-		}
-		level.Warn(s.logger).Log(kv...)
-		s.suppressed, s.failLogged = 0, true
 	default:
-		s.suppressed++
+		if held, ok := s.failLog.NoteAt(s.clock.Now()); ok {
+			kv := []any{"msg", "scraping dcgm-exporter failed; readings without DCGM fields", "url", s.name, "err", msg}
+			if held > 0 {
+				kv = append(kv, "other_failures_not_logged", held)
+			}
+			level.Warn(s.logger).Log(kv...)
+			s.failLogged = true
+		}
 	}
 	s.lastErr = msg
 }
