@@ -22,6 +22,23 @@ var ErrNotSupported = errors.New("not supported by this backend or GPU")
 // waiting on the driver). The wrapped message says what blocks it.
 var ErrBusy = errors.New("refused while in use")
 
+// RangeError is a setting refused before any driver call because its
+// value lies outside the range the GPU accepts now (a driver or firmware
+// update narrows it: a value read before, an original, may no longer be
+// accepted). Min and Max bound the range in Unit; Min 0 where only the
+// maximum is checked.
+type RangeError struct {
+	GPU, What, Unit string // the GPU's UUID; "power limit", "SM clock"; "W", "MHz"
+	Value, Min, Max float64
+}
+
+func (e *RangeError) Error() string {
+	if e.Min == 0 {
+		return fmt.Sprintf("GPU %s: %s %.0f %s above the GPU's maximum %.0f %s", e.GPU, e.What, e.Value, e.Unit, e.Max, e.Unit)
+	}
+	return fmt.Sprintf("GPU %s: %s %.0f %s outside the GPU's range %.0f-%.0f %s", e.GPU, e.What, e.Value, e.Unit, e.Min, e.Max, e.Unit)
+}
+
 // Knob names a setting an actuator can change, as used in capability lists,
 // journals and metrics labels.
 type Knob string

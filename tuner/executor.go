@@ -138,6 +138,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		d.Reason = joinReasons(a.Reason, "refused, not tried: "+why)
 		return []Decision{t.finish(a, d, now, errors.New(why))}, false
 	}
+	asked, near := a.Want, ""
 	err := t.keepOriginal(ctx, a, now)
 	if err == nil {
 		err = t.widenHeld(a, now, false)
@@ -154,11 +155,15 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 		} else if mode == ModeEnforce && t.hooked(a) {
 			t.startHook(st, a, d, hadOriginal, now)
 			return nil, true
-		} else {
-			err = t.apply(ctx, a)
+		} else if a, near, err = t.applyReachable(ctx, a); near != "" {
+			d.To, d.Reason = a.Want.String(), joinReasons(d.Reason, near)
 		}
 	}
-	return t.settle(ctx, st, a, d, err, hadOriginal, now, appliedOn, nil)
+	out, took := t.settle(ctx, st, a, d, err, hadOriginal, now, appliedOn, nil)
+	if took && near != "" {
+		t.closeUnreachable(a.Target.String(), asked, near, now)
+	}
+	return out, took
 }
 
 // notTried is why the action a is refused before it is tried, as its
@@ -468,17 +473,6 @@ func applyMPS(ctx context.Context, mps gpu.MPSActuator, a Action, f Fraction) er
 		return fmt.Errorf("%w: %w", errRestartTried, err)
 	}
 	return nil
-}
-
-// applyClockPower locks a GPU's SM clocks or sets its power limit.
-func applyClockPower(ctx context.Context, cp gpu.ClockPowerActuator, a Action) error {
-	switch v := a.Want.(type) {
-	case ClockRange:
-		return cp.LockClocks(ctx, a.GPU, gpu.ClockLock(v))
-	case Watts:
-		return cp.SetPowerLimit(ctx, a.GPU, float64(v))
-	}
-	return fmt.Errorf("tuner: %s takes a clock range or watts, not %T", a.Knob, a.Want)
 }
 
 // applyPause sets a tenant's pause duty on all its processes (a restore:

@@ -415,7 +415,11 @@ func (t *Tuner) restoreApply(ctx context.Context, k string, a Action, d Decision
 	err := left
 	if err == nil {
 		t.noteRestoredNow(k, now)
-		err = withRefusal(ctx, t.apply(ctx, a), refused)
+		var near string
+		if a, near, err = t.applyReachable(ctx, a); near != "" {
+			d.To, d.Reason = valueText(a.Want), joinReasons(d.Reason, near)
+		}
+		err = withRefusal(ctx, err, refused)
 		if o.Target.Knob == gpu.KnobPauseDuty {
 			why, cerr := t.thawCgroups(ctx, a, o, d.Reason) // (a cgroup no PID names now thawed)
 			d.Reason, err = why, errors.Join(err, cerr)

@@ -64,7 +64,7 @@ func (b *Backend) LockClocks(ctx context.Context, uuid string, l gpu.ClockLock) 
 		return fmt.Errorf("GPU %s: invalid SM clock range %d-%d MHz (min must be > 0 and <= max)", uuid, l.MinMHz, l.MaxMHz)
 	}
 	if maxMHz, r := ds.handle.GetMaxClockInfo(nvml.CLOCK_SM); r == nvml.SUCCESS && l.MaxMHz > maxMHz {
-		return fmt.Errorf("GPU %s: SM clock %d MHz above the GPU's maximum %d MHz", uuid, l.MaxMHz, maxMHz)
+		return &gpu.RangeError{GPU: uuid, What: "SM clock", Unit: "MHz", Value: float64(l.MaxMHz), Max: float64(maxMHz)}
 	}
 	if err := controlErr(uuid, "nvmlDeviceSetGpuLockedClocks", ds.handle.SetGpuLockedClocks(l.MinMHz, l.MaxMHz)); err != nil {
 		return err
@@ -106,8 +106,7 @@ func (b *Backend) SetPowerLimit(ctx context.Context, uuid string, watts float64)
 				return err
 			}
 			if mw < lo || mw > hi {
-				return fmt.Errorf("GPU %s: power limit %.0f W outside the GPU's range %.0f-%.0f W",
-					uuid, watts, float64(lo)/1000, float64(hi)/1000)
+				return &gpu.RangeError{GPU: uuid, What: "power limit", Unit: "W", Value: watts, Min: float64(lo) / 1000, Max: float64(hi) / 1000}
 			}
 		}
 	}

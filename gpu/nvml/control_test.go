@@ -166,6 +166,40 @@ func TestSetPowerLimit(t *testing.T) {
 	}
 }
 
+// A power limit or SM clock outside what the GPU accepts now is refused
+// before any driver call with the range it accepts (*gpu.RangeError), so
+// that a restore of an original read under a wider range (before a driver
+// or firmware update) can set the nearest value instead of failing for good.
+func TestRangeRefusalNamesRange(t *testing.T) {
+	f := newFixture(t, dgxh200.New())
+	b := f.backend()
+	d := f.devs[2]
+	maxMHz, _ := d.GetMaxClockInfo(nvml.CLOCK_SM)
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want gpu.RangeError
+	}{
+		{"power above", func() error { return b.SetPowerLimit(context.Background(), d.UUID, 900) },
+			gpu.RangeError{GPU: d.UUID, What: "power limit", Unit: "W", Value: 900, Min: 200, Max: 700}},
+		{"power below", func() error { return b.SetPowerLimit(context.Background(), d.UUID, 100) },
+			gpu.RangeError{GPU: d.UUID, What: "power limit", Unit: "W", Value: 100, Min: 200, Max: 700}},
+		{"clock above", func() error {
+			return b.LockClocks(context.Background(), d.UUID, gpu.ClockLock{MinMHz: 1500, MaxMHz: maxMHz + 100})
+		}, gpu.RangeError{GPU: d.UUID, What: "SM clock", Unit: "MHz", Value: float64(maxMHz + 100), Max: float64(maxMHz)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var re *gpu.RangeError
+			if err := tc.call(); !errors.As(err, &re) || *re != tc.want {
+				t.Fatalf("err %v (%+v), want %+v", err, re, tc.want)
+			}
+		})
+	}
+	if n := len(d.SetPowerManagementLimitCalls()) + len(d.SetGpuLockedClocksCalls()); n != 0 {
+		t.Errorf("%d driver calls, want none", n)
+	}
+}
+
 // testVgpu is a mock vGPU instance that says its ID.
 type testVgpu struct {
 	*mock.VgpuInstance
