@@ -294,7 +294,7 @@ func (t *Tuner) finishAsked(a, asked Action, d Decision, now time.Time, err erro
 // conclude is finishAsked; asked nil: no guard learns the outcome.
 func (t *Tuner) conclude(a Action, asked *Action, d Decision, now time.Time, err error) Decision {
 	t.journal(Record{Time: now, Event: string(d.Outcome), Target: a.Target, Tenant: a.Tenant,
-		From: encodeValue(a.Current), To: encodeValue(a.Want), Guard: d.Guard, Reason: d.Reason})
+		From: encodeValue(a.Current), To: encodeValue(a.Want), Guard: d.Guard, Reason: d.Reason, Moved: movedTenants(a, d, err)})
 	t.counts.Actions[ActionKey{Knob: a.Knob, Outcome: d.Outcome}]++
 	if a.Revert && d.Applied {
 		t.counts.Reverts++

@@ -54,6 +54,10 @@ type Record struct {
 	// its own, which an older version ignores: mpsidentity.go); read and
 	// written through identity and withIdentity.
 	Client *ClientIdentity `json:"client,omitempty"`
+	// Moved are the tenants a placement plan's outcome record says were
+	// moved (every move's of a plan applied, the moves made of one
+	// applied in part), which the next start holds (journalslow.go).
+	Moved []string `json:"moved,omitempty"`
 }
 
 // Original is a setting the tuner changed and must set back.
@@ -189,6 +193,9 @@ type Journal struct {
 	// foreign: the file at the path when last found not a journal, not
 	// read again until it changes (relinkLocked).
 	foreign *foreignFile
+	// slow are the slow loop's records the next start needs
+	// (journalslow.go).
+	slow slowLoopRecords
 }
 
 // OpenJournal opens (creating) the journal at path, recovers what an
@@ -243,7 +250,7 @@ func OpenJournalSize(path string, maxBytes int64) (*Journal, error) {
 		// cuts it off first (mend).
 		j.torn = truncateFile(f, j.size) != nil
 	}
-	if j.records > len(j.open) || j.dropped() > 0 {
+	if j.records > j.keptRecords() || j.dropped() > 0 {
 		if err := j.compactLocked(); err != nil {
 			// The file stays as it is: acting waits for a write that
 			// succeeds.
@@ -404,7 +411,8 @@ func encodeRecord(rec Record) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-// apply updates the open originals with one valid record.
+// apply updates the open originals, and the slow loop's records, with
+// one valid record.
 func (j *Journal) apply(rec Record) {
 	k := rec.Target.String()
 	switch rec.Event {
@@ -433,6 +441,7 @@ func (j *Journal) apply(rec Record) {
 	case EventRestored:
 		delete(j.open, k)
 	}
+	j.slow.note(rec)
 }
 
 // Path returns the journal's file.
@@ -500,7 +509,7 @@ func (j *Journal) Append(rec Record) error {
 	j.apply(rec)
 	j.records++
 	j.stats.WriteError = ""
-	if j.size > j.maxBytes && j.records > len(j.open) {
+	if j.size > j.maxBytes && j.records > j.keptRecords() {
 		if err := j.compactLocked(); err != nil {
 			// The record is written (the journal can be written: the
 			// next write says otherwise where it cannot); the file stays

@@ -66,6 +66,9 @@ func validRecord(r Record) error {
 	if err := validCgroups(r); err != nil {
 		return err
 	}
+	if err := validMoved(r); err != nil {
+		return err
+	}
 	if r.Event == EventProcesses && len(r.PIDs) == 0 {
 		return errors.New("processes record without processes")
 	}

@@ -20,7 +20,8 @@ func (o Original) setRecord() (Record, bool) {
 	return Record{Time: o.SetAt, Event: string(OutcomeApplied), Target: o.Target, Tenant: o.Tenant, To: encodeValue(o.Set)}, true
 }
 
-// Compact rewrites the journal to its open originals.
+// Compact rewrites the journal to its open originals and the slow loop's
+// records still needed.
 func (j *Journal) Compact() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -37,7 +38,8 @@ var createTempFile = createTemp
 // over path (tests replace it, to act there as another process would).
 var beforeRename = func(tmp, path string) {}
 
-// compactLocked writes the open originals to a new file of its own next
+// compactLocked writes the open originals, and the slow loop's records
+// still needed (slowLoopRecords.kept), to a new file of its own next
 // to the journal (createTemp; locked as the journal is), syncs it, renames it over the
 // journal and syncs the directory; a crash at any point leaves either the
 // old journal or the new one. Once renamed, the new file is the journal,
@@ -48,22 +50,24 @@ func (j *Journal) compactLocked() error { return j.rewriteLocked(os.Rename) }
 // rewriteLocked is compactLocked, the new file put at the journal's path
 // by install (os.Rename; renameNoReplace where the path must be free).
 func (j *Journal) rewriteLocked(install func(from, to string) error) error {
-	var buf []byte
+	var recs []Record
 	for _, o := range j.originalsLocked() {
-		recs := []Record{originalRecord(o)}
+		recs = append(recs, originalRecord(o))
 		if rec, ok := o.setRecord(); ok {
 			recs = append(recs, rec)
 		}
 		if r := o.Restart; r != nil {
 			recs = append(recs, Record{Time: r.At, Event: EventRestarted, Target: o.Target, Tenant: o.Tenant, PIDs: r.Kin, Others: r.Others})
 		}
-		for _, rec := range recs {
-			b, err := encodeRecord(rec)
-			if err != nil {
-				return fmt.Errorf("tuner journal %s: compacting: %w", j.path, err)
-			}
-			buf = append(buf, b...)
+	}
+	slow := j.slow.kept()
+	var buf []byte
+	for _, rec := range append(recs, slow...) {
+		b, err := encodeRecord(rec)
+		if err != nil {
+			return fmt.Errorf("tuner journal %s: compacting: %w", j.path, err)
 		}
+		buf = append(buf, b...)
 	}
 	f, err := createTempFile(j.path)
 	if err != nil {
@@ -85,7 +89,7 @@ func (j *Journal) rewriteLocked(install func(from, to string) error) error {
 	if j.f != nil {
 		j.f.Close()
 	}
-	j.f, j.size, j.records, j.ro, j.torn = f, int64(len(buf)), len(j.open), nil, false
+	j.f, j.size, j.records, j.ro, j.torn = f, int64(len(buf)), len(j.open)+len(slow), nil, false
 	j.stats.Size = j.size
 	j.stats.Compactions++
 	// Until the directory is synced the rename is not durable: a power

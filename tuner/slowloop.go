@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-kit/log/level"
+
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
@@ -87,12 +89,12 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 	}
 	m := &t.reb
 	if m.missing == nil {
-		m.missing, m.moved, m.relayouts = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}
+		m.missing, m.squeezed = map[string]time.Time{}, map[string]time.Time{}
+	}
+	if m.moved == nil {
+		m.moved, m.relayouts = map[string]time.Time{}, map[string]time.Time{}
 	}
 	track(m.missing, r.Missing(st), now)
-	if m.squeezed == nil {
-		m.squeezed = map[string]time.Time{}
-	}
 	track(m.squeezed, r.Squeezed(st), now)
 	t.forgetMoved(st, now, r.MoveHold())
 	if len(t.relayouts) > 0 || t.planInFlight() {
@@ -157,6 +159,68 @@ func (t *Tuner) notePlanApplied(plan gpu.Plan, now time.Time) {
 	}
 }
 
+// resumeSlowLoop sets the slow loop's memory, at start, from what the
+// journal j says of the plans of the runs before (journalslow.go): when
+// the last plan was made, whatever its outcome (the cool-down), and when
+// each tenant was moved and each GPU relaid out (the holds), those hold
+// or more old, or dated after now (a clock set back), left out. A
+// restart (a rollout, a crash) so neither plans again before the
+// cool-down nor moves again a tenant it has just moved. What it resumes
+// is logged.
+func (t *Tuner) resumeSlowLoop(j *Journal, now time.Time) {
+	hold := t.o.Rebalance.MoveHold()
+	j.holdSlowLoop(hold)
+	mem := j.slowLoop()
+	stale := func(_ string, at time.Time) bool { return at.After(now) || now.Sub(at) >= hold }
+	maps.DeleteFunc(mem.moved, stale)
+	maps.DeleteFunc(mem.relayouts, stale)
+	m := &t.reb
+	m.moved, m.relayouts = mem.moved, mem.relayouts
+	if !mem.lastPlan.After(now) {
+		m.lastPlan = mem.lastPlan
+	}
+	if m.lastPlan.IsZero() && len(m.moved) == 0 && len(m.relayouts) == 0 {
+		return
+	}
+	kv := []any{"msg", "tuner slow loop resumes its cool-down and holds from the journal", "hold", hold}
+	if !m.lastPlan.IsZero() {
+		kv = append(kv, "last_plan", m.lastPlan.UTC().Format(time.RFC3339))
+	}
+	if len(m.moved) > 0 {
+		kv = append(kv, "moved", strings.Join(slices.Sorted(maps.Keys(m.moved)), " "))
+	}
+	if len(m.relayouts) > 0 {
+		kv = append(kv, "relaid_out", strings.Join(slices.Sorted(maps.Keys(m.relayouts)), " "))
+	}
+	level.Info(t.o.Logger).Log(kv...)
+}
+
+// movedTenants are the tenants the outcome record of a, d, names as moved
+// (Record.Moved): those of every move of a plan applied, of the moves
+// made of one applied in part (err: movesMade); none for another action.
+func movedTenants(a Action, d Decision, err error) []string {
+	if a.Plan == nil {
+		return nil
+	}
+	moves := movesMade(a, err)
+	if d.Applied {
+		moves = a.Plan.Moves
+	}
+	names := slices.DeleteFunc(tenantsOf(moves), func(name string) bool { return name == "" || len(name) > maxJournalText })
+	return names[:min(len(names), maxJournalMoved)]
+}
+
+// tenantsOf are the tenants of moves, each once, in the moves' order.
+func tenantsOf(moves []gpu.Move) []string {
+	var names []string
+	for _, mv := range moves {
+		if !slices.Contains(names, mv.Tenant) {
+			names = append(names, mv.Tenant)
+		}
+	}
+	return names
+}
+
 // movesMade returns the moves of a's plan that err, a *gpu.PartialError,
 // says were made (a plan applied in part: an eviction made, the next one
 // refused by a PodDisruptionBudget); none for another error or action.
@@ -177,12 +241,7 @@ func movesMade(a Action, err error) []gpu.Move {
 // partText says, in a failed plan's reason, which of its moves were made
 // (movesMade) and that their tenants count as moved.
 func partText(a Action, made []gpu.Move) string {
-	var names []string
-	for _, mv := range made {
-		if !slices.Contains(names, mv.Tenant) {
-			names = append(names, mv.Tenant)
-		}
-	}
+	names := tenantsOf(made)
 	moves := fmt.Sprintf("%d of its %d moves made", len(made), len(a.Plan.Moves))
 	if len(made) == len(a.Plan.Moves) {
 		// each made, or begun: the error says what failed after

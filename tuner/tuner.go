@@ -360,6 +360,9 @@ func New(o Options) (*Tuner, error) {
 			t.adoptOriginal(orig, o.Clock.Now())
 			warnPolicyOnly(o.Logger, orig)
 		}
+		if o.Rebalance != nil {
+			t.resumeSlowLoop(o.Journal, o.Clock.Now())
+		}
 	}
 	t.publish(time.Time{})
 	return t, nil
