@@ -206,7 +206,8 @@ func checkRBAC(t *testing.T, m *manifests, v chartutil.Values, pools map[string]
 		}
 	}
 	if len(evicting) > 0 {
-		want = append(want, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}})
+		want = append(want, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}})
 	}
 	meta, _ := v.PathValue("kubernetes.podMetadata.enabled")
 	for _, ds := range m.daemonSets {

@@ -119,7 +119,8 @@ func TestKubeletAddressEveryFamily(t *testing.T) {
 
 // TestBuiltinEviction: tuner.rebalanceHook.command builtin:kubernetes-evict
 // makes the exporter evict pods itself through kubernetes.apiServer, with
-// the service account's token (mounted) and RBAC pods/eviction create; in
+// the service account's token (mounted) and RBAC pods get and
+// pods/eviction create; in
 // recommend the flag is passed but nothing is granted.
 func TestBuiltinEviction(t *testing.T) {
 	c := loadChart(t)
@@ -146,12 +147,15 @@ func TestBuiltinEviction(t *testing.T) {
 					t.Errorf("args %q lack %s", args, a)
 				}
 			}
-			granted := len(m.clusterRoles) == 1 && slices.ContainsFunc(m.clusterRoles[0].Rules, func(r rbacv1.PolicyRule) bool {
-				return slices.Equal(r.Resources, []string{"pods/eviction"}) && slices.Equal(r.Verbs, []string{"create"})
-			})
+			grants := func(resource, verb string) bool {
+				return len(m.clusterRoles) == 1 && slices.ContainsFunc(m.clusterRoles[0].Rules, func(r rbacv1.PolicyRule) bool {
+					return slices.Equal(r.Resources, []string{resource}) && slices.Equal(r.Verbs, []string{verb})
+				})
+			}
+			granted := grants("pods/eviction", "create") && grants("pods", "get")
 			token := pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken
 			if granted != tc.grant || token != tc.grant {
-				t.Errorf("pods/eviction granted %v, token mounted %v; want %v", granted, token, tc.grant)
+				t.Errorf("pods/eviction create and pods get granted %v, token mounted %v; want %v", granted, token, tc.grant)
 			}
 		})
 	}

@@ -3,24 +3,35 @@
 #
 # Reads a rebalancing plan (JSON, docs/backends.md "Rebalancing hook") on
 # stdin and evicts the pod of every move through the Eviction API, so that
-# PodDisruptionBudgets hold: an eviction a budget forbids fails (HTTP 429)
-# and the pod stays; a move's pod uid, where given, is the eviction's
-# precondition (a pod of the name made since is not evicted); a pod gone already (the API server's NotFound of it)
-# is a move made, as kubectl drain takes it. The scheduler (default, KAI, HAMi, ...) places the
+# PodDisruptionBudgets hold: an eviction a budget forbids is refused (HTTP
+# 429) and the pod stays. Each pod is read first (kubectl get): one that an
+# eviction would not move, as kubectl drain refuses it, is refused and left
+# be: no controller owns it (a bare pod, deleted for good), a DaemonSet
+# does (made again on the same node), or it is a static pod's mirror. The
+# eviction's precondition is the UID read; a move's pod uid, where given,
+# must be it (a pod of the name made since is not evicted). A pod gone
+# already (the API server's NotFound of it) is a move made, as kubectl
+# drain takes it. The scheduler (default, KAI, HAMi, ...) places the
 # evicted pod's replacement; a move's to_uuid is advisory here.
 # With "dry_run": true the evictions are sent with dryRun=All: the API
 # server checks them, budgets included, and changes nothing.
 # MIG layout changes are refused (exit 2): on Kubernetes they belong to the
 # GPU operator's MIG manager (node label nvidia.com/mig.config).
 #
-# Needs: kubectl with rights to create pods/eviction, jq. The exporter
-# does the same itself with --tuner.rebalance-hook=builtin:kubernetes-evict
-# (no shell needed: the chart's image has none).
+# Needs: kubectl with rights to get pods and create pods/eviction, jq. The
+# exporter does the same itself with
+# --tuner.rebalance-hook=builtin:kubernetes-evict (no shell needed: the
+# chart's image has none).
 # It writes no file (the chart's container has a read-only root and no
 # writable /tmp).
 # Environment: KUBECTL (default kubectl), KUBECONFIG as kubectl reads it.
-# Exit: 0 all evicted (or gone already); 1 some eviction failed (stderr names each); 2 bad plan;
-# 127 jq or kubectl not found, or not an executable file (nothing done).
+# Stdout: "applied N" for each move made (N its place in the plan's moves,
+# from 1), besides what it did.
+# Exit: 0 all evicted (or gone already); 3 every move refused (a budget, a
+# pod an eviction would not move), nothing changed; 4 some moves made, the
+# others refused or failed; 1 some eviction failed, none made (stderr names
+# each); 2 bad plan; 127 jq or kubectl not found, or not an executable file
+# (nothing done).
 set -eu
 
 KUBECTL=${KUBECTL:-kubectl}
@@ -69,46 +80,97 @@ printf '%s\n' "$moves" | while IFS="$sep" read -r tenant ns pod uid; do
 done || exit
 
 printf '%s\n' "$moves" | {
-	status=0
+	made=0 refused=0 failed=0 n=0
 	while IFS="$sep" read -r tenant ns pod uid; do
+		n=$((n + 1))
 		if [ "${#uid}" -eq 32 ] && [ "${uid#*-}" = "$uid" ]; then
 			# a static pod's (its manifest's hash): the API server holds
 			# only its mirror, whose eviction leaves the pod running
 			printf '%s\n' "kubernetes-evict: $ns/$pod (tenant $tenant) is a static pod (uid $uid): an eviction leaves it running; not evicted" >&2
-			status=1
+			refused=$((refused + 1))
 			continue
 		fi
-		# the pod's UID, where the plan gives it, is the eviction's
-		# precondition: a pod of the name made since is not evicted
-		body=$(jq -cn --arg ns "$ns" --arg pod "$pod" --arg uid "$uid" --argjson dry "$dry" \
-			'{apiVersion: "policy/v1", kind: "Eviction", metadata: {name: $pod, namespace: $ns}}
-			 + (if $dry or $uid != "" then {deleteOptions: ((if $dry then {dryRun: ["All"]} else {} end)
-			    + (if $uid != "" then {preconditions: {uid: $uid}} else {} end))} else {} end)')
+		# the pod read first: nothing (exit 0) when it is gone; kubectl's
+		# errors go to stderr as they are
+		if ! obj=$("$KUBECTL" get pod --namespace "$ns" "$pod" --ignore-not-found -o json </dev/null); then
+			printf '%s\n' "kubernetes-evict: eviction of $ns/$pod (tenant $tenant) failed: the pod could not be read" >&2
+			failed=$((failed + 1))
+			continue
+		fi
+		if [ -z "$obj" ]; then
+			printf '%s\n' "gone $ns/$pod already (tenant $tenant, dry run $dry): nothing to evict" "applied $n"
+			made=$((made + 1))
+			continue
+		fi
+		# its UID and what controls it: mirror (a static pod's), none, or
+		# the controller's kind and name; "" where the answer is not the pod
+		read_pod='if (.metadata.namespace? != $ns or .metadata.name? != $pod or (.metadata.uid? // "") == "") then [""]
+			else ([.metadata.ownerReferences // [] | .[] | select(.controller == true)] | .[0]) as $c
+			| [.metadata.uid] + (if (.metadata.annotations // {} | has("kubernetes.io/config.mirror")) or $c.kind? == "Node" then ["mirror", ""]
+			    elif $c == null then ["none", ""] else [($c.kind // ""), ($c.name // "")] end) end
+			| map(tostring | gsub("[\u0000-\u001f]"; "?")) | join("\u001f")'
+		info=$(printf '%s' "$obj" | jq -r --arg ns "$ns" --arg pod "$pod" "$read_pod" 2>/dev/null) || info=
+		got=${info%%"$sep"*} rest=${info#*"$sep"}
+		kind=${rest%%"$sep"*} owner=${rest#*"$sep"}
+		why=
+		case "$kind" in
+		mirror) why="it is a static pod's mirror: its eviction leaves the pod running" ;;
+		none) why="no controller owns it: evicted, it would be deleted for good, not moved" ;;
+		DaemonSet) why="its controller is the DaemonSet $owner, which makes it again on the same node" ;;
+		esac
+		if [ -z "$got" ]; then
+			printf '%s\n' "kubernetes-evict: eviction of $ns/$pod (tenant $tenant) failed: kubectl's answer is not the pod" >&2
+			failed=$((failed + 1))
+			continue
+		elif [ -n "$uid" ] && [ "$uid" != "$got" ]; then
+			printf '%s\n' "kubernetes-evict: eviction of $ns/$pod (tenant $tenant) failed: it is not the pod planned (uid $uid, the API server's $got), made since; not evicted" >&2
+			failed=$((failed + 1))
+			continue
+		elif [ -n "$why" ]; then
+			printf '%s\n' "kubernetes-evict: $ns/$pod (tenant $tenant) not evicted: $why" >&2
+			refused=$((refused + 1))
+			continue
+		fi
+		# the UID read is the eviction's precondition: no pod of the name
+		# made since the read is evicted
+		body=$(jq -cn --arg ns "$ns" --arg pod "$pod" --arg uid "$got" --argjson dry "$dry" \
+			'{apiVersion: "policy/v1", kind: "Eviction", metadata: {name: $pod, namespace: $ns},
+			  deleteOptions: ((if $dry then {dryRun: ["All"]} else {} end) + {preconditions: {uid: $uid}})}')
 		# kubectl's stderr is kept to tell a pod gone already (the API
 		# server's NotFound of the pod: a move made, as kubectl drain takes
 		# it) from a failure, and passed on
 		if err=$(printf '%s' "$body" | "$KUBECTL" create --raw "/api/v1/namespaces/$ns/pods/$pod/eviction" -f - 2>&1 >/dev/null); then
 			[ -z "$err" ] || printf '%s\n' "$err" >&2
-			printf '%s\n' "evicted $ns/$pod (tenant $tenant, dry run $dry)"
-		else
-			case "$err" in
-			*"(NotFound)"*"pods \"$pod\" not found"*)
-				printf '%s\n' "gone $ns/$pod already (tenant $tenant, dry run $dry): nothing to evict"
-				continue
-				;;
-			*"(Conflict)"*"recondition"*)
-				[ -z "$uid" ] || {
-					printf '%s\n' "$err" >&2
-					printf '%s\n' "kubernetes-evict: eviction of $ns/$pod (tenant $tenant) failed: it is not the pod planned (uid $uid), made since; not evicted" >&2
-					status=1
-					continue
-				}
-				;;
-			esac
-			[ -z "$err" ] || printf '%s\n' "$err" >&2
-			printf '%s\n' "kubernetes-evict: eviction of $ns/$pod (tenant $tenant) failed; a PodDisruptionBudget may forbid it now" >&2
-			status=1
+			printf '%s\n' "evicted $ns/$pod (tenant $tenant, dry run $dry)" "applied $n"
+			made=$((made + 1))
+			continue
 		fi
+		[ -z "$err" ] || printf '%s\n' "$err" >&2
+		case "$err" in
+		*"(NotFound)"*"pods \"$pod\" not found"*)
+			printf '%s\n' "gone $ns/$pod already (tenant $tenant, dry run $dry): nothing to evict" "applied $n"
+			made=$((made + 1))
+			;;
+		*"(Conflict)"*"recondition"*)
+			printf '%s\n' "kubernetes-evict: eviction of $ns/$pod (tenant $tenant) failed: it is not the pod read (uid $got), made since; not evicted" >&2
+			failed=$((failed + 1))
+			;;
+		*"(TooManyRequests)"*)
+			printf '%s\n' "kubernetes-evict: eviction of $ns/$pod (tenant $tenant) refused for now: a PodDisruptionBudget allows no disruption (or the API server throttles)" >&2
+			refused=$((refused + 1))
+			;;
+		*)
+			printf '%s\n' "kubernetes-evict: eviction of $ns/$pod (tenant $tenant) failed" >&2
+			failed=$((failed + 1))
+			;;
+		esac
 	done
-	exit "$status"
+	if [ "$refused" -eq 0 ] && [ "$failed" -eq 0 ]; then
+		exit 0
+	elif [ "$made" -gt 0 ]; then
+		exit 4
+	elif [ "$failed" -eq 0 ]; then
+		exit 3
+	fi
+	exit 1
 }

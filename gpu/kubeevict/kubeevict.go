@@ -7,6 +7,11 @@
 // and talks to the API server with the pod's service account token, as
 // the pod metadata reader does (package kube).
 //
+// Each pod is read first (GET, RBAC pods get): one that an eviction would
+// not move is refused, as kubectl drain refuses it (ErrNotMovable: no
+// controller, a DaemonSet's, a static pod's mirror), and the eviction is
+// pinned to the UID read (its precondition).
+//
 // An eviction a budget forbids (HTTP 429) is reported in the error, once:
 // it is not retried here; the tuner plans again later or not. A plan with
 // DryRun is sent with dryRun=All: the API server checks it, budgets
@@ -60,7 +65,7 @@ type Options struct {
 	// APIServer is the API server's https:// URL (scheme, host, port; no
 	// user information: TokenFile authenticates).
 	APIServer string
-	// TokenFile holds the bearer token, read again for every eviction.
+	// TokenFile holds the bearer token, read again for every request.
 	TokenFile string
 	// CAFile verifies the API server; with HTTPClient nil it is required.
 	CAFile string
@@ -139,8 +144,9 @@ func apiServerURL(s string) (*url.URL, error) {
 	return u, nil
 }
 
-// noRedirect is the CheckRedirect of the evictions: an API server answers
-// an eviction itself and never redirects one, so none is followed. Go's
+// noRedirect is the CheckRedirect of the evictions and the reads of their
+// pods: an API server answers them itself and never redirects one, so
+// none is followed. Go's
 // client follows a 301, 302 or 303 as a GET without the body, and a page
 // that answered that GET with 200 (a proxy's, a login's) was taken for the
 // eviction made; a 307 or 308 sends the POST and its bearer token on to
@@ -150,7 +156,7 @@ func noRedirect(req *http.Request, _ []*http.Request) error {
 	if req.Response != nil {
 		code = req.Response.StatusCode
 	}
-	return fmt.Errorf("refused a redirect (HTTP %d to %s): an API server answers an eviction itself", code, clip.Text(req.URL.Scheme+"://"+req.URL.Host+req.URL.Path, 120))
+	return fmt.Errorf("refused a redirect (HTTP %d to %s): an API server answers itself", code, clip.Text(req.URL.Scheme+"://"+req.URL.Host+req.URL.Path, 120))
 }
 
 // RunsHooks implements gpu.Hooked: a plan's evictions wait on the API
@@ -166,12 +172,13 @@ func (e *Evictor) MoveProcess(_ context.Context, pid uint32, toUUID string) erro
 }
 
 // Rebalance checks the whole plan (every move names a pod, no MIG layout)
-// and then evicts each move's pod once, in order; the error names every
-// eviction that failed, a PodDisruptionBudget's refusal (429) as such
-// (ErrBudget). A pod the API server answers is gone (its NotFound) counts
-// as moved, as kubectl drain counts it. When budgets refused every
-// eviction, nothing changed and
-// the error is also gpu.ErrBusy: the plan was refused for now. When some
+// and then reads and evicts each move's pod once, in order; the error
+// names every eviction that failed, a PodDisruptionBudget's refusal (429)
+// as such (ErrBudget), a pod an eviction would not move as such
+// (ErrNotMovable). A pod the API server answers is gone (its NotFound)
+// counts as moved, as kubectl drain counts it. When every move was so
+// refused, nothing changed and the error is also gpu.ErrBusy: the plan
+// was refused. When some
 // evictions were made and others failed, the error is a
 // *gpu.PartialError naming the moves made.
 func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
@@ -191,15 +198,15 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 	defer cancel()
 	var errs []error
 	var evicted []int
-	budgets := 0
+	refusals := 0
 	for i, m := range p.Moves {
 		var err error
 		if poduid.Static(m.Pod.UID) {
 			// nothing sent: an eviction would delete the mirror pod
 			// alone, which the kubelet makes again, the pod running on
-			err = fmt.Errorf("a static pod (UID %s, its manifest's hash): the API server holds only its mirror, whose eviction leaves the pod running; not evicted (move it in the node's manifests)", m.Pod.UID)
+			err = fmt.Errorf("%w: a static pod (UID %s, its manifest's hash): the API server holds only its mirror, whose eviction leaves the pod running (move it in the node's manifests)", ErrNotMovable, m.Pod.UID)
 		} else {
-			err = e.evict(ctx, *m.Pod, p.DryRun)
+			err = e.move(ctx, *m.Pod, p.DryRun)
 		}
 		if errors.Is(err, errPodGone) {
 			// as kubectl drain takes it: the pod is off the GPU already
@@ -209,8 +216,8 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("eviction of %s/%s (tenant %s): %w", m.Pod.Namespace, m.Pod.Name, m.Tenant, err))
-			if errors.Is(err, ErrBudget) {
-				budgets++
+			if errors.Is(err, ErrBudget) || errors.Is(err, ErrNotMovable) {
+				refusals++
 			}
 			continue
 		}
@@ -225,24 +232,17 @@ func (e *Evictor) Rebalance(ctx context.Context, p gpu.Plan) error {
 		err = fmt.Errorf("%w; stopped at %s", err, command.TimeoutText(e.opts.Timeout, e.opts.TimeoutName))
 	}
 	switch {
-	case budgets == len(p.Moves):
-		// Nothing was evicted: a budget refused every eviction, so the
-		// plan was refused for now (the tuner's outcome "refused", not
-		// "failed").
-		return refused{err}
+	case refusals == len(p.Moves):
+		// Nothing was evicted: a budget refused every eviction, or an
+		// eviction would not have moved the pod (ErrNotMovable), so the
+		// plan was refused (the tuner's outcome "refused", not "failed").
+		return rebalance.Refused(err)
 	case len(evicted) > 0:
 		// Applied in part: the error says which moves were made.
 		return &gpu.PartialError{Applied: evicted, Err: err}
 	}
 	return err
 }
-
-// refused is the error of a plan whose every eviction a budget refused:
-// also gpu.ErrBusy, its message the evictions'.
-type refused struct{ error }
-
-func (r refused) Unwrap() error      { return r.error }
-func (refused) Is(target error) bool { return target == gpu.ErrBusy }
 
 // ErrBudget marks an eviction refused for now (HTTP 429): a
 // PodDisruptionBudget allows no disruption, or (rarely) the API server's
@@ -273,68 +273,88 @@ type preconditions struct {
 	UID string `json:"uid"`
 }
 
-// evict sends one Eviction for pod.
-func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, dryRun bool) error {
+// evict sends one Eviction for pod, pinned to the UID uid (the pod's as
+// its GET read it, see check).
+func (e *Evictor) evict(ctx context.Context, pod gpu.Pod, uid string, dryRun bool) error {
 	body := eviction{APIVersion: "policy/v1", Kind: "Eviction"}
 	body.Metadata.Name, body.Metadata.Namespace = pod.Name, pod.Namespace
-	if dryRun || pod.UID != "" {
-		body.DeleteOptions = &deleteOptions{}
-	}
+	body.DeleteOptions = &deleteOptions{Preconditions: &preconditions{uid}}
 	if dryRun {
 		body.DeleteOptions.DryRun = []string{"All"}
-	}
-	if pod.UID != "" {
-		body.DeleteOptions.Preconditions = &preconditions{pod.UID}
 	}
 	data, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	u := *e.base
-	u.Path = "/api/v1/namespaces/" + pod.Namespace + "/pods/" + pod.Name + "/eviction"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	tok, err := kube.ReadBearerToken(e.opts.TokenFile)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", kube.UserAgent())
-	resp, err := e.httpc.Do(req)
+	resp, err := e.send(ctx, http.MethodPost, podPath(pod)+"/eviction", data)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	st, msg := readStatus(resp.Body)
-	// The status code only: the reason phrase is the server's own text,
-	// unbounded but by the client's header limit.
-	status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	status := statusText(resp)
 	switch {
 	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
 		return nil
-	case resp.StatusCode == http.StatusNotFound && st.Reason == "NotFound" && st.Details.Kind == "pods" && st.Details.Name == pod.Name:
-		// the API server's own answer that this pod is gone; a 404 of
-		// anything else (a proxy's, a wrong --kubernetes.api-server path)
-		// fails as any other status does
+	case podGone(resp, st, pod):
 		return fmt.Errorf("%w (HTTP %s: %s)", errPodGone, status, msg)
-	case resp.StatusCode == http.StatusConflict && pod.UID != "" && isPodKind(st.Details.Kind) && st.Details.Name == pod.Name &&
+	case resp.StatusCode == http.StatusConflict && isPodKind(st.Details.Kind) && st.Details.Name == pod.Name &&
 		strings.Contains(st.Message, "recondition"):
 		// the precondition's refusal (the API server's Status of the pod
-		// saying so): the pod of this name is another than the one whose
-		// process was planned (made since, or the process was placed in
-		// it by its GPU alone and is another pod's), left be; another
-		// conflict (a PodDisruptionBudget's update) fails as any other
-		// status
-		return fmt.Errorf("HTTP %s: the pod %s/%s is not the one planned (UID %s): made since, or the planned process is another pod's; not evicted: %s", status, pod.Namespace, pod.Name, pod.UID, msg)
+		// saying so): the pod of this name is another than the one read
+		// (made since), left be; another conflict (a
+		// PodDisruptionBudget's update) fails as any other status
+		return fmt.Errorf("HTTP %s: the pod %s/%s is not the one planned (UID %s): made since, or the planned process is another pod's; not evicted: %s", status, pod.Namespace, pod.Name, uid, msg)
 	case resp.StatusCode == http.StatusTooManyRequests:
 		return fmt.Errorf("%w (HTTP %s: %s)", ErrBudget, status, msg)
 	default:
 		return fmt.Errorf("HTTP %s: %s", status, msg)
 	}
+}
+
+// podPath is the API path of pod.
+func podPath(pod gpu.Pod) string {
+	return "/api/v1/namespaces/" + pod.Namespace + "/pods/" + pod.Name
+}
+
+// send makes one request of the API server at path, with the token read
+// now, body (nil: none) as JSON.
+func (e *Evictor) send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	u := *e.base
+	u.Path = path
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), r)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := kube.ReadBearerToken(e.opts.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", kube.UserAgent())
+	return e.httpc.Do(req)
+}
+
+// statusText is an answer's status code and its standard text only: the
+// reason phrase is the server's own text, unbounded but by the client's
+// header limit.
+func statusText(resp *http.Response) string {
+	return fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+}
+
+// podGone says whether an answer is the API server's own that pod is
+// gone (its NotFound of the pod); a 404 of anything else (a proxy's, a
+// wrong --kubernetes.api-server path) fails as any other status does.
+func podGone(resp *http.Response, st apiStatus, pod gpu.Pod) bool {
+	return resp.StatusCode == http.StatusNotFound && st.Reason == "NotFound" && st.Details.Kind == "pods" && st.Details.Name == pod.Name
 }
 
 // isPodKind says whether a Status's details name a pod: the eviction's
@@ -349,7 +369,7 @@ var errPodGone = errors.New("the pod is gone already")
 // carry (an API server's Status message is not bounded).
 const maxMessage = 256
 
-// apiStatus is what an eviction's answer says: a Kubernetes Status's
+// apiStatus is what an answer of the API server says: a Kubernetes Status's
 // message, reason and object.
 type apiStatus struct {
 	Message string `json:"message"`
@@ -360,7 +380,7 @@ type apiStatus struct {
 	} `json:"details"`
 }
 
-// readStatus reads an eviction's answer (its first 64 KiB): its Status,
+// readStatus reads an answer of the API server (its first 64 KiB): its Status,
 // and what an error says of it, the Status's message (else the start of
 // the body), clipped.
 func readStatus(r io.Reader) (apiStatus, string) {

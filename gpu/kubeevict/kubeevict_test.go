@@ -2,6 +2,7 @@ package kubeevict
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,12 +21,50 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
-// apiServer is a fake API server's Eviction endpoint: it answers each pod
-// with the status in codes (201 when absent) and records the requests.
+// apiServer is a fake API server's pods and their Eviction endpoint: it
+// answers each pod's eviction with the status in codes (201 when absent)
+// and its GET as pods says (a ReplicaSet's pod of UID uidMeant when
+// absent), and records the requests.
 type apiServer struct {
 	mu    sync.Mutex
-	codes map[string]int // "namespace/name" -> HTTP status
-	got   []request
+	codes map[string]int       // "namespace/name" -> HTTP status
+	pods  map[string]podAnswer // "namespace/name" -> the GET's answer
+	got   []request            // the evictions
+	reads []string             // the paths read (GET)
+}
+
+// podAnswer is a fake API server's answer to a pod's GET.
+type podAnswer struct {
+	code        int               // 0: 200, the pod
+	uid         string            // "": uidMeant
+	owners      []map[string]any  // nil: a ReplicaSet, its controller
+	annotations map[string]string // the pod's
+	body        string            // where set, the whole answer
+}
+
+// servePod answers the GET of the pod ns/name.
+func (a *apiServer) servePod(w http.ResponseWriter, ns, name string) {
+	ans := a.pods[ns+"/"+name]
+	switch {
+	case ans.code == http.StatusNotFound:
+		w.WriteHeader(ans.code)
+		_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "status": "Failure", "code": ans.code, "reason": "NotFound",
+			"message": `pods "` + name + `" not found`, "details": map[string]string{"name": name, "kind": "pods"}})
+		return
+	case ans.code != 0:
+		w.WriteHeader(ans.code)
+		_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "code": ans.code, "message": `pods "` + name + `" is forbidden: cannot get resource "pods"`})
+		return
+	case ans.body != "":
+		_, _ = io.WriteString(w, ans.body)
+		return
+	}
+	owners := ans.owners
+	if owners == nil {
+		owners = []map[string]any{{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "train-5d8f", "controller": true}}
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{
+		"namespace": ns, "name": name, "uid": cmp.Or(ans.uid, uidMeant), "ownerReferences": owners, "annotations": ans.annotations}})
 }
 
 type request struct {
@@ -36,6 +75,16 @@ type request struct {
 func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if r.Method == http.MethodGet {
+		a.reads = append(a.reads, r.URL.Path)
+		parts := strings.Split(r.URL.Path, "/") // /api/v1/namespaces/NS/pods/NAME
+		if len(parts) != 7 || parts[5] != "pods" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		a.servePod(w, parts[4], parts[6])
+		return
+	}
 	var ev eviction
 	b, _ := io.ReadAll(r.Body)
 	_ = json.Unmarshal(b, &ev)
@@ -84,8 +133,12 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "code": code, "message": msg})
 }
 
-// uidMeant is the UID of the pod a plan's process runs in.
-const uidMeant = "0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5"
+// uidMeant is the UID of the pod a plan's process runs in, uidOther
+// another pod's.
+const (
+	uidMeant = "0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5"
+	uidOther = "9e5c8d1a-0000-4000-8000-000000000001"
+)
 
 // notFoundElse, in apiServer.codes, answers a 404 that is not the API
 // server's Status of the pod (a proxy's, a wrong path's).
@@ -117,7 +170,10 @@ func TestRebalance(t *testing.T) {
 		applied  []int    // the moves a *gpu.PartialError says were made; none: no PartialError
 		noToken  bool
 		rotateTo string   // the token file's content before a second run
-		uids     []string // each request's precondition UID ("": none)
+		uids     []string // each eviction's precondition UID (none: uidMeant, the UID read)
+		pods     map[string]podAnswer
+		reads    []string // the pods read, in order (nil: those of paths)
+		unmoved  bool     // the error is ErrNotMovable
 	}{
 		{name: "evicted", plan: gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
 			paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}},
@@ -150,9 +206,82 @@ func TestRebalance(t *testing.T) {
 			codes:  map[string]int{"x/a-0": 429},
 			paths:  []string{"/api/v1/namespaces/x/pods/a-0/eviction", "/api/v1/namespaces/y/pods/b-0/eviction"},
 			errHas: []string{"eviction of x/a-0"}, budget: true, applied: []int{1}},
-		{name: "the pod's UID sent as the precondition",
+		{name: "the UID read is each eviction's precondition, the move's or where it names none",
 			plan:  gpu.Plan{Moves: []gpu.Move{{Tenant: "train", Pod: &gpu.Pod{Namespace: "ml", Name: "train-0", UID: uidMeant}}, move("b", "y", "b-0")}},
-			paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction", "/api/v1/namespaces/y/pods/b-0/eviction"}, uids: []string{uidMeant, ""}},
+			pods:  map[string]podAnswer{"y/b-0": {uid: uidOther}},
+			paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction", "/api/v1/namespaces/y/pods/b-0/eviction"}, uids: []string{uidMeant, uidOther}},
+		{name: "the pod read is not the move's (UID): not evicted, failed",
+			plan:   gpu.Plan{Moves: []gpu.Move{{Tenant: "train", Pod: &gpu.Pod{Namespace: "ml", Name: "train-0", UID: uidMeant}}}},
+			pods:   map[string]podAnswer{"ml/train-0": {uid: uidOther}},
+			reads:  []string{"/api/v1/namespaces/ml/pods/train-0"},
+			errHas: []string{"eviction of ml/train-0 (tenant train): the pod ml/train-0 is not the one planned (UID " + uidMeant + ", the API server's " + uidOther + ")", "not evicted"}},
+		{name: "a bare pod is not evicted: refused",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
+			pods:   map[string]podAnswer{"ml/train-0": {owners: []map[string]any{}}},
+			reads:  []string{"/api/v1/namespaces/ml/pods/train-0"},
+			errHas: []string{"eviction of ml/train-0 (tenant train): not evicted", "no controller owns it", "deleted for good"}, refused: true, unmoved: true},
+		{name: "an owner that is not its controller: refused",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
+			pods:   map[string]podAnswer{"ml/train-0": {owners: []map[string]any{{"kind": "ConfigMap", "name": "c"}, {"kind": "ReplicaSet", "name": "r", "controller": false}}}},
+			reads:  []string{"/api/v1/namespaces/ml/pods/train-0"},
+			errHas: []string{"eviction of ml/train-0 (tenant train)", "no controller owns it"}, refused: true, unmoved: true},
+		{name: "a DaemonSet's pod is not evicted: refused",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("agent", "ops", "agent-x7")}},
+			pods:   map[string]podAnswer{"ops/agent-x7": {owners: []map[string]any{{"kind": "DaemonSet", "name": "agent", "controller": true}}}},
+			reads:  []string{"/api/v1/namespaces/ops/pods/agent-x7"},
+			errHas: []string{"eviction of ops/agent-x7 (tenant agent)", "the DaemonSet agent, which makes it again on the same node"}, refused: true, unmoved: true},
+		{name: "a mirror pod (annotation) is not evicted: refused",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("etcd", "kube-system", "etcd-node0")}},
+			pods:   map[string]podAnswer{"kube-system/etcd-node0": {annotations: map[string]string{"kubernetes.io/config.mirror": "0f2c3d4e5a6b4c7d8e9fa0b1c2d3e4f5"}}},
+			reads:  []string{"/api/v1/namespaces/kube-system/pods/etcd-node0"},
+			errHas: []string{"eviction of kube-system/etcd-node0 (tenant etcd)", "a static pod's mirror (annotation kubernetes.io/config.mirror)"}, refused: true, unmoved: true},
+		{name: "a mirror pod (the Node its controller) is not evicted: refused",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("etcd", "kube-system", "etcd-node0")}},
+			pods:   map[string]podAnswer{"kube-system/etcd-node0": {owners: []map[string]any{{"kind": "Node", "name": "node0", "controller": true}}}},
+			reads:  []string{"/api/v1/namespaces/kube-system/pods/etcd-node0"},
+			errHas: []string{"eviction of kube-system/etcd-node0 (tenant etcd)", "the Node node0"}, refused: true, unmoved: true},
+		{name: "a bare pod refused, the next evicted: applied in part",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0"), move("b", "y", "b-0")}},
+			pods:   map[string]podAnswer{"x/a-0": {owners: []map[string]any{}}},
+			paths:  []string{"/api/v1/namespaces/y/pods/b-0/eviction"},
+			reads:  []string{"/api/v1/namespaces/x/pods/a-0", "/api/v1/namespaces/y/pods/b-0"},
+			errHas: []string{"eviction of x/a-0 (tenant a)", "no controller owns it"}, unmoved: true, applied: []int{1}},
+		{name: "a bare pod and a budget's refusal: refused",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0"), move("b", "y", "b-0")}},
+			pods:   map[string]podAnswer{"x/a-0": {owners: []map[string]any{}}},
+			codes:  map[string]int{"y/b-0": 429},
+			paths:  []string{"/api/v1/namespaces/y/pods/b-0/eviction"},
+			reads:  []string{"/api/v1/namespaces/x/pods/a-0", "/api/v1/namespaces/y/pods/b-0"},
+			errHas: []string{"eviction of x/a-0 (tenant a)", "eviction of y/b-0", "429"}, unmoved: true, budget: true, refused: true},
+		{name: "a pod the read finds gone counts as moved, no eviction sent",
+			plan:  gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}},
+			pods:  map[string]podAnswer{"x/a-0": {code: http.StatusNotFound}},
+			reads: []string{"/api/v1/namespaces/x/pods/a-0"}},
+		{name: "a read forbidden fails",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}},
+			pods:   map[string]podAnswer{"x/a-0": {code: http.StatusForbidden}},
+			reads:  []string{"/api/v1/namespaces/x/pods/a-0"},
+			errHas: []string{"eviction of x/a-0 (tenant a): reading the pod: HTTP 403 Forbidden", `cannot get resource "pods"`}},
+		{name: "a read throttled is refused for now",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}},
+			pods:   map[string]podAnswer{"x/a-0": {code: http.StatusTooManyRequests}},
+			reads:  []string{"/api/v1/namespaces/x/pods/a-0"},
+			errHas: []string{"eviction of x/a-0 (tenant a): reading the pod", "429"}, budget: true, refused: true},
+		{name: "a read answered with another pod fails",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}},
+			pods:   map[string]podAnswer{"x/a-0": {body: `{"kind":"Pod","metadata":{"namespace":"x","name":"b-0","uid":"` + uidMeant + `"}}`}},
+			reads:  []string{"/api/v1/namespaces/x/pods/a-0"},
+			errHas: []string{"eviction of x/a-0 (tenant a): reading the pod: HTTP 200 OK: the answer is not the pod (it names x/b-0"}},
+		{name: "a read answered with no pod fails",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}},
+			pods:   map[string]podAnswer{"x/a-0": {body: "<html>sign in</html>"}},
+			reads:  []string{"/api/v1/namespaces/x/pods/a-0"},
+			errHas: []string{"eviction of x/a-0 (tenant a): reading the pod: HTTP 200 OK: not a pod"}},
+		{name: "a read's answer over the bound fails",
+			plan:   gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}},
+			pods:   map[string]podAnswer{"x/a-0": {body: `{"metadata":{"namespace":"x","name":"a-0","uid":"` + uidMeant + `","ownerReferences":[{"kind":"ReplicaSet","name":"r","controller":true}]},"pad":"` + strings.Repeat("x", maxPodBytes) + `"}`}},
+			reads:  []string{"/api/v1/namespaces/x/pods/a-0"},
+			errHas: []string{"eviction of x/a-0 (tenant a): reading the pod: HTTP 200 OK: an answer over 2097152 bytes"}},
 		{name: "a pod of the name made since is not evicted: failed",
 			plan:  gpu.Plan{Moves: []gpu.Move{{Tenant: "train", Pod: &gpu.Pod{Namespace: "ml", Name: "train-0", UID: uidMeant}}}},
 			codes: map[string]int{"ml/train-0": http.StatusConflict},
@@ -171,7 +300,7 @@ func TestRebalance(t *testing.T) {
 		{name: "a static pod is not sent an eviction",
 			plan:   gpu.Plan{Moves: []gpu.Move{{Tenant: "etcd", Pod: &gpu.Pod{Namespace: "kube-system", Name: "etcd-node0", UID: "0f2c3d4e5a6b4c7d8e9fa0b1c2d3e4f5"}}, move("b", "y", "b-0")}},
 			paths:  []string{"/api/v1/namespaces/y/pods/b-0/eviction"},
-			errHas: []string{"eviction of kube-system/etcd-node0 (tenant etcd): a static pod (UID 0f2c3d4e5a6b4c7d8e9fa0b1c2d3e4f5", "not evicted"}, applied: []int{1}},
+			errHas: []string{"eviction of kube-system/etcd-node0 (tenant etcd): not evicted", "a static pod (UID 0f2c3d4e5a6b4c7d8e9fa0b1c2d3e4f5"}, unmoved: true, applied: []int{1}},
 		{name: "a pod gone already counts as moved", plan: gpu.Plan{Moves: []gpu.Move{move("train", "ml", "train-0")}},
 			codes: map[string]int{"ml/train-0": 404}, paths: []string{"/api/v1/namespaces/ml/pods/train-0/eviction"}},
 		{name: "gone, refused by a budget: applied in part",
@@ -196,7 +325,7 @@ func TestRebalance(t *testing.T) {
 			paths: []string{"/api/v1/namespaces/x/pods/a-0/eviction", "/api/v1/namespaces/x/pods/a-0/eviction"}, rotateTo: "tok2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			api := &apiServer{codes: tc.codes}
+			api := &apiServer{codes: tc.codes, pods: tc.pods}
 			srv := httptest.NewTLSServer(api)
 			defer srv.Close()
 			tokenFile := filepath.Join(t.TempDir(), "token")
@@ -238,6 +367,18 @@ func TestRebalance(t *testing.T) {
 			if errors.Is(err, gpu.ErrBusy) != tc.refused {
 				t.Errorf("error %v: errors.Is(gpu.ErrBusy) %v, want %v", err, errors.Is(err, gpu.ErrBusy), tc.refused)
 			}
+			if errors.Is(err, ErrNotMovable) != tc.unmoved {
+				t.Errorf("error %v: errors.Is(ErrNotMovable) %v, want %v", err, errors.Is(err, ErrNotMovable), tc.unmoved)
+			}
+			reads := tc.reads
+			if reads == nil {
+				for _, p := range tc.paths {
+					reads = append(reads, strings.TrimSuffix(p, "/eviction"))
+				}
+			}
+			if !slices.Equal(api.reads, reads) {
+				t.Errorf("pods read %q, want %q", api.reads, reads)
+			}
 			var partial *gpu.PartialError
 			if errors.As(err, &partial) != (tc.applied != nil) || partial != nil && !slices.Equal(partial.Applied, tc.applied) {
 				t.Errorf("error %v: PartialError %+v, want one with the moves %v applied", err, partial, tc.applied)
@@ -262,7 +403,7 @@ func TestRebalance(t *testing.T) {
 				if r.body.DeleteOptions != nil && r.body.DeleteOptions.Preconditions != nil {
 					uid = r.body.DeleteOptions.Preconditions.UID
 				}
-				want := ""
+				want := uidMeant
 				if i < len(tc.uids) {
 					want = tc.uids[i]
 				}

@@ -45,7 +45,7 @@ func TestEvictionStatusReasonNotQuoted(t *testing.T) {
 	}
 }
 
-// An API server that redirects an eviction to plain http (or another
+// An API server that redirects the read of a pod (or its eviction) to plain http (or another
 // port) of the same host is refused, as every redirect is, and the bearer
 // token never goes there: Go's client keeps an Authorization header on a
 // redirect to the same host name whatever the scheme, so the token went
@@ -70,7 +70,7 @@ func TestEvictionRedirectKeepsToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = e.Rebalance(context.Background(), gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}})
-	if err == nil || !strings.Contains(err.Error(), "refused a redirect (HTTP 307 to "+plain.URL+"/api/v1/namespaces/x/pods/a-0/eviction)") {
+	if err == nil || !strings.Contains(err.Error(), "reading the pod: Get ") || !strings.Contains(err.Error(), "refused a redirect (HTTP 307 to "+plain.URL+"/api/v1/namespaces/x/pods/a-0)") {
 		t.Errorf("error %v, want the redirect refused", err)
 	}
 	if v, _ := leaked.Load().(string); v != "" {
@@ -89,6 +89,7 @@ func TestEvictionRedirectRefused(t *testing.T) {
 		t.Run(http.StatusText(code), func(t *testing.T) {
 			var followed atomic.Value
 			mux := http.NewServeMux()
+			mux.Handle("GET /api/v1/namespaces/x/pods/a-0", &apiServer{})
 			mux.HandleFunc("/api/v1/namespaces/x/pods/a-0/eviction", func(w http.ResponseWriter, r *http.Request) {
 				http.Redirect(w, r, "/login", code)
 			})
@@ -110,7 +111,7 @@ func TestEvictionRedirectRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = e.Rebalance(context.Background(), gpu.Plan{Moves: []gpu.Move{move("a", "x", "a-0")}})
-			want := fmt.Sprintf("refused a redirect (HTTP %d to %s/login): an API server answers an eviction itself", code, srv.URL)
+			want := fmt.Sprintf("refused a redirect (HTTP %d to %s/login): an API server answers itself", code, srv.URL)
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("error %v, want one with %q", err, want)
 			}

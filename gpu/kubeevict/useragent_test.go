@@ -12,12 +12,10 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
 )
 
-// An eviction names the exporter and, where the build set it, its
+// An eviction (and the read of its pod before) names the exporter and, where the build set it, its
 // version to the API server. Before, it named the exporter only.
 func TestEvictionUserAgent(t *testing.T) {
-	h, last := testutil.KeepHeaders(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusCreated)
-	})
+	h, last := testutil.KeepHeaders((&apiServer{}).ServeHTTP)
 	srv := httptest.NewTLSServer(h)
 	defer srv.Close()
 	tokenFile := filepath.Join(t.TempDir(), "token")

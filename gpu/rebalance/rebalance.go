@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,9 +88,21 @@ func (h *Hook) Capabilities(string) []gpu.Knob {
 	return []gpu.Knob{gpu.KnobPlacement, gpu.KnobMIGLayout}
 }
 
+// The exit statuses of a hook that say more than a failure: ExitRefused,
+// nothing changed, every move refused (a PodDisruptionBudget's refusal, a
+// pod an eviction would not move); ExitPartial, some moves made and the
+// others not, each move made named by a line "applied N" on stdout (N its
+// place in the plan's moves, from 1).
+const (
+	ExitRefused = 3
+	ExitPartial = 4
+)
+
 // Rebalance checks the plan and runs the hook with it on stdin. The hook
 // applies it (or, with DryRun, only checks it) and exits 0; any other exit,
-// or a run past the timeout, is an error carrying its stderr.
+// or a run past the timeout, is an error carrying its stderr: for
+// ExitRefused also gpu.ErrBusy (the plan refused), for ExitPartial a
+// *gpu.PartialError naming the moves its stdout says were made.
 func (h *Hook) Rebalance(ctx context.Context, p gpu.Plan) error {
 	data, err := Recommend(p)
 	if err != nil {
@@ -96,12 +110,49 @@ func (h *Hook) Rebalance(ctx context.Context, p gpu.Plan) error {
 	}
 	res, err := command.Run(ctx, command.Spec{Path: h.opts.Command, Stdin: data, Timeout: h.opts.Timeout, TimeoutName: h.opts.TimeoutName})
 	if err != nil {
-		return fmt.Errorf("rebalancing hook (%d moves, %d MIG layouts, dry run %v): %w", len(p.Moves), len(p.MIG), p.DryRun, err)
+		err = fmt.Errorf("rebalancing hook (%d moves, %d MIG layouts, dry run %v): %w", len(p.Moves), len(p.MIG), p.DryRun, err)
+		var run *command.Error
+		if !errors.As(err, &run) || run.TimedOut {
+			return err
+		}
+		switch run.ExitCode {
+		case ExitRefused:
+			return Refused(err)
+		case ExitPartial:
+			return &gpu.PartialError{Applied: applied(res.Stdout, len(p.Moves)), Err: err}
+		}
+		return err
 	}
 	kv := []any{"msg", "rebalancing hook applied the plan", "moves", len(p.Moves), "mig_layouts", len(p.MIG),
 		"dry_run", p.DryRun, "reason", p.Reason}
 	level.Info(h.logger).Log(append(kv, command.OutputKV(res, 512)...)...)
 	return nil
+}
+
+// Refused returns err as the error of a plan refused whole, nothing
+// changed (a hook's ExitRefused, every eviction refused): also
+// gpu.ErrBusy, which the tuner counts refused, its message err's.
+func Refused(err error) error { return refused{err} }
+
+type refused struct{ error }
+
+func (r refused) Unwrap() error      { return r.error }
+func (refused) Is(target error) bool { return target == gpu.ErrBusy }
+
+// applied returns the moves (indexes into a plan of n) that a hook's
+// stdout names made, each once, in order: its lines "applied N", N from 1;
+// other lines, and N out of the plan, are not read as moves.
+func applied(stdout []byte, n int) []int {
+	var out []int
+	for line := range strings.Lines(string(stdout)) {
+		num, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "applied ")
+		i, err := strconv.Atoi(num)
+		if !ok || err != nil || i < 1 || i > n || slices.Contains(out, i-1) {
+			continue
+		}
+		out = append(out, i-1)
+	}
+	return out
 }
 
 // MoveProcess hands the hook a plan of one move: the workload with this

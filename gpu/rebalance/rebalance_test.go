@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -33,15 +34,23 @@ func newHook(t *testing.T, path string, timeout time.Duration) *Hook {
 
 func TestRebalance(t *testing.T) {
 	ctx := context.Background()
-	plan := gpu.Plan{Reason: "llm-a misses its SLO on GPU-0", Moves: []gpu.Move{podMove}}
+	other := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "train-0"}}
+	plan := gpu.Plan{Reason: "llm-a misses its SLO on GPU-0", Moves: []gpu.Move{podMove, other, other}}
 	for _, tc := range []struct {
 		name, body string
 		timeout    time.Duration
 		err        string
+		busy       bool  // the error is gpu.ErrBusy: the plan refused
+		applied    []int // the moves a *gpu.PartialError names; nil: none
 	}{
-		{"applied", `echo "evicted serving/llm-a-7d9f"`, time.Second, ""},
-		{"refused", `echo "Cannot evict pod as it would violate the pod's disruption budget." >&2; exit 1`, time.Second, "exit status 1: Cannot evict pod"},
-		{"hang", `sleep 30`, 200 * time.Millisecond, "killed after its timeout"},
+		{name: "applied", body: `echo "evicted serving/llm-a-7d9f"`, timeout: time.Second},
+		{name: "failed", body: `echo "Cannot evict pod as it would violate the pod's disruption budget." >&2; exit 1`, timeout: time.Second, err: "exit status 1: Cannot evict pod"},
+		{name: "refused (exit 3)", body: `echo "applied 1"; echo "Cannot evict pod as it would violate the pod's disruption budget." >&2; exit 3`, timeout: time.Second,
+			err: "exit status 3: Cannot evict pod", busy: true},
+		{name: "applied in part (exit 4): the moves its stdout names", body: `printf 'evicted serving/llm-a-7d9f\napplied 1\napplied 3\r\napplied 1\napplied 0\napplied 4\napplied x\n applied 2\n'; echo "budget" >&2; exit 4`,
+			timeout: time.Second, err: "exit status 4: budget", applied: []int{0, 2}},
+		{name: "applied in part (exit 4), naming none", body: `exit 4`, timeout: time.Second, err: "exit status 4", applied: []int{}},
+		{name: "hang", body: `sleep 30`, timeout: 200 * time.Millisecond, err: "killed after its timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := commandtest.New(t)
@@ -52,6 +61,13 @@ func TestRebalance(t *testing.T) {
 			}
 			if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "rebalancing hook")) {
 				t.Fatalf("error %v, want %q", err, tc.err)
+			}
+			if errors.Is(err, gpu.ErrBusy) != tc.busy {
+				t.Errorf("error %v: errors.Is(gpu.ErrBusy) %v, want %v", err, errors.Is(err, gpu.ErrBusy), tc.busy)
+			}
+			var partial *gpu.PartialError
+			if errors.As(err, &partial) != (tc.applied != nil) || partial != nil && !slices.Equal(partial.Applied, tc.applied) {
+				t.Errorf("error %v: PartialError %+v, want one with the moves %v applied", err, partial, tc.applied)
 			}
 			var got gpu.Plan
 			if err := json.Unmarshal([]byte(f.Stdin(t, "hook")), &got); err != nil {
@@ -125,104 +141,186 @@ func hookPath(t *testing.T, name string) string {
 	return p
 }
 
-func TestKubernetesEvictHook(t *testing.T) {
-	ctx := context.Background()
-	second := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "train-0"}}
-	// kubectl refuses the eviction of train-0 as a budget would (HTTP 429).
-	// A pod gone already is answered NotFound (a move made); a path the
-	// API server does not serve is too, but not of the pod (a failure).
-	kubectl := `case "$*" in *train-0*) if ! grep -q dryRun "$STDIN"; then echo 'Error from server (TooManyRequests): Cannot evict pod as it would violate the pod'"'"'s disruption budget.' >&2; exit 1; fi ;;
-*/gone-0/*) echo 'Error from server (NotFound): pods "gone-0" not found' >&2; exit 1 ;;
+// fakeKubectl answers the hook's reads of pods (kubectl get pod) with a
+// ReplicaSet's pod of UID uidRead, but for the pods named below, and its
+// evictions (kubectl create --raw) with success, but for train-0 (a
+// budget's refusal, HTTP 429), gone-0 (NotFound of the pod: a move made),
+// nopath-0 (a NotFound not of the pod: a failure) and made-0 (the
+// precondition refused: a pod of the name made since the read).
+const fakeKubectl = `if [ "$1" = get ]; then
+	ns=$4 name=$5 uid=` + uidRead + ` owner='{"kind":"ReplicaSet","name":"r","controller":true}' ann='{}'
+	case "$name" in
+	gone-0) exit 0 ;;
+	noread-0) echo 'Error from server (Forbidden): pods "noread-0" is forbidden: cannot get resource "pods"' >&2; exit 1 ;;
+	bare-0) owner='{"kind":"ConfigMap","name":"c"}' ;;
+	agent-0) owner='{"kind":"DaemonSet","name":"agent","controller":true}' ;;
+	mirror-0) ann='{"kubernetes.io/config.mirror":"h"}' ;;
+	static-0) owner='{"kind":"Node","name":"node0","controller":true}' ;;
+	other-0) uid=9e5c8d1a-0000-4000-8000-000000000001 ;;
+	junk-0) echo '<html>sign in</html>'; exit 0 ;;
+	esac
+	printf '{"metadata":{"namespace":"%s","name":"%s","uid":"%s","ownerReferences":[%s],"annotations":%s}}\n' "$ns" "$name" "$uid" "$owner" "$ann"
+	exit 0
+fi
+case "$*" in *train-0*) if ! grep -q dryRun "$STDIN"; then echo 'Error from server (TooManyRequests): Cannot evict pod as it would violate the pod'"'"'s disruption budget.' >&2; exit 1; fi ;;
 */nopath-0/*) echo 'Error from server (NotFound): the server could not find the requested resource' >&2; exit 1 ;;
-*/made-0/*) echo 'Error from server (Conflict): Precondition failed: UID in precondition: 0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5, UID in object meta: 9e5c8d1a-0000-4000-8000-000000000001' >&2; exit 1 ;;
+*/made-0/*) echo 'Error from server (Conflict): Precondition failed: UID in precondition: ` + uidRead + `, UID in object meta: 9e5c8d1a-0000-4000-8000-000000000001' >&2; exit 1 ;;
+*/evgone-0/*) echo 'Error from server (NotFound): pods "evgone-0" not found' >&2; exit 1 ;;
 esac
 echo '{"kind":"Status","status":"Success"}'`
-	gone := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "gone-0"}}
-	noPath := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "nopath-0"}}
-	// the UID of the pod planned, sent as the precondition; made-0's is
-	// another pod of the name now (made since)
-	const uid = "0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5"
-	withUID := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "train-1", UID: uid}}
-	madeSince := gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: "made-0", UID: uid}}
+
+// uidRead is the UID of the pods fakeKubectl reads.
+const uidRead = "0f2c3d4e-5a6b-4c7d-8e9f-a0b1c2d3e4f5"
+
+// evictionOf is the Eviction body the hook sends for ns/name, pinned to
+// uidRead, with dryRun=All where dry.
+func evictionOf(ns, name string, dry bool) string {
+	opts := `{"preconditions":{"uid":"` + uidRead + `"}}`
+	if dry {
+		opts = `{"dryRun":["All"],"preconditions":{"uid":"` + uidRead + `"}}`
+	}
+	return `{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"` + name + `","namespace":"` + ns + `"},"deleteOptions":` + opts + `}`
+}
+
+func TestKubernetesEvictHook(t *testing.T) {
+	ctx := context.Background()
+	pod := func(name, uid string) gpu.Move {
+		return gpu.Move{Tenant: "batch", Pod: &gpu.Pod{Namespace: "jobs", Name: name, UID: uid}}
+	}
+	second := pod("train-0", "")
 	static := gpu.Move{Tenant: "etcd", Pod: &gpu.Pod{Namespace: "kube-system", Name: "etcd-node0", UID: "0f2c3d4e5a6b4c7d8e9fa0b1c2d3e4f5"}}
 	for _, tc := range []struct {
-		name   string
-		plan   gpu.Plan
-		err    string
-		bodies []string // Eviction bodies kubectl read, in order
+		name    string
+		plan    gpu.Plan
+		err     string
+		busy    bool     // the error is gpu.ErrBusy: the plan refused
+		applied []int    // the moves a *gpu.PartialError names; nil: none
+		reads   []string // the pods read, in order (nil: those evicted)
+		bodies  []string // Eviction bodies kubectl read, in order
 	}{
 		{
 			name:   "evicts every pod, reports the one a budget protects",
 			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{podMove, second}},
-			err:    "eviction of jobs/train-0 (tenant batch) failed",
-			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"llm-a-7d9f","namespace":"serving"}}`, `{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"train-0","namespace":"jobs"}}`},
+			err:    "kubernetes-evict: eviction of jobs/train-0 (tenant batch) refused for now: a PodDisruptionBudget",
+			bodies: []string{evictionOf("serving", "llm-a-7d9f", false), evictionOf("jobs", "train-0", false)}, applied: []int{0},
+		},
+		{
+			name: "a budget refusing every eviction: refused",
+			plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{second}},
+			err:  "exit status 3", busy: true,
+			bodies: []string{evictionOf("jobs", "train-0", false)},
 		},
 		{
 			name:   "dry run asks the API server with dryRun=All",
 			plan:   gpu.Plan{Reason: "r", DryRun: true, Moves: []gpu.Move{second}},
-			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"train-0","namespace":"jobs"},"deleteOptions":{"dryRun":["All"]}}`},
+			bodies: []string{evictionOf("jobs", "train-0", true)},
 		},
 		{
-			name:   "a pod gone already is a move made",
-			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{gone, podMove}},
-			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"gone-0","namespace":"jobs"}}`, `{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"llm-a-7d9f","namespace":"serving"}}`},
+			name:   "a pod gone already is a move made, when read or evicted",
+			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{pod("gone-0", ""), pod("evgone-0", ""), podMove}},
+			reads:  []string{"jobs/gone-0", "jobs/evgone-0", "serving/llm-a-7d9f"},
+			bodies: []string{evictionOf("jobs", "evgone-0", false), evictionOf("serving", "llm-a-7d9f", false)},
 		},
 		{
-			name:   "the pod's UID is the precondition",
-			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{withUID}},
-			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"train-1","namespace":"jobs"},"deleteOptions":{"preconditions":{"uid":"` + uid + `"}}}`},
+			name:   "the pod's UID, the move's, is the precondition",
+			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{pod("train-1", uidRead)}},
+			bodies: []string{evictionOf("jobs", "train-1", false)},
 		},
 		{
 			name:   "the pod's UID is the precondition of a dry run",
-			plan:   gpu.Plan{Reason: "r", DryRun: true, Moves: []gpu.Move{withUID}},
-			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"train-1","namespace":"jobs"},"deleteOptions":{"dryRun":["All"],"preconditions":{"uid":"` + uid + `"}}}`},
+			plan:   gpu.Plan{Reason: "r", DryRun: true, Moves: []gpu.Move{pod("train-1", uidRead)}},
+			bodies: []string{evictionOf("jobs", "train-1", true)},
 		},
 		{
-			name:   "a pod of the name made since is not evicted",
-			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{madeSince}},
-			err:    "it is not the pod planned (uid " + uid + "), made since; not evicted",
-			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"made-0","namespace":"jobs"},"deleteOptions":{"preconditions":{"uid":"` + uid + `"}}}`},
+			name:  "a pod read that is not the move's is not evicted",
+			plan:  gpu.Plan{Reason: "r", Moves: []gpu.Move{pod("other-0", uidRead)}},
+			err:   "exit status 1: kubernetes-evict: eviction of jobs/other-0 (tenant batch) failed: it is not the pod planned (uid " + uidRead + ", the API server's 9e5c8d1a-0000-4000-8000-000000000001), made since; not evicted",
+			reads: []string{"jobs/other-0"},
+		},
+		{
+			name:   "a pod of the name made since the read is not evicted",
+			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{pod("made-0", "")}},
+			err:    "it is not the pod read (uid " + uidRead + "), made since; not evicted",
+			bodies: []string{evictionOf("jobs", "made-0", false)},
 		},
 		{
 			name:   "a static pod is not sent an eviction",
 			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{static, podMove}},
 			err:    "is a static pod (uid 0f2c3d4e5a6b4c7d8e9fa0b1c2d3e4f5): an eviction leaves it running; not evicted",
-			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"llm-a-7d9f","namespace":"serving"}}`},
+			bodies: []string{evictionOf("serving", "llm-a-7d9f", false)}, applied: []int{1},
+		},
+		{
+			name:  "pods an eviction would not move are refused",
+			plan:  gpu.Plan{Reason: "r", Moves: []gpu.Move{pod("bare-0", ""), pod("agent-0", ""), pod("mirror-0", ""), pod("static-0", "")}},
+			err:   "exit status 3: kubernetes-evict: jobs/bare-0 (tenant batch) not evicted: no controller owns it: evicted, it would be deleted for good, not moved",
+			reads: []string{"jobs/bare-0", "jobs/agent-0", "jobs/mirror-0", "jobs/static-0"}, busy: true,
+		},
+		{
+			name:    "a bare pod refused, the next evicted: applied in part",
+			plan:    gpu.Plan{Reason: "r", Moves: []gpu.Move{pod("bare-0", ""), podMove}},
+			err:     "exit status 4",
+			reads:   []string{"jobs/bare-0", "serving/llm-a-7d9f"},
+			bodies:  []string{evictionOf("serving", "llm-a-7d9f", false)},
+			applied: []int{1},
+		},
+		{
+			name:  "a pod not read, or read as no pod, fails",
+			plan:  gpu.Plan{Reason: "r", Moves: []gpu.Move{pod("noread-0", ""), pod("junk-0", "")}},
+			err:   "exit status 1: Error from server (Forbidden)",
+			reads: []string{"jobs/noread-0", "jobs/junk-0"},
 		},
 		{
 			name:   "a NotFound not of the pod fails",
-			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{noPath}},
+			plan:   gpu.Plan{Reason: "r", Moves: []gpu.Move{pod("nopath-0", "")}},
 			err:    "eviction of jobs/nopath-0 (tenant batch) failed",
-			bodies: []string{`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"nopath-0","namespace":"jobs"}}`},
+			bodies: []string{evictionOf("jobs", "nopath-0", false)},
 		},
-		{name: "a move without a pod evicts nothing", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{podMove, {Tenant: "x", Unit: "x.service"}}}, err: "exit status 2"},
-		{name: "MIG layouts refused", plan: gpu.Plan{Reason: "r", MIG: []gpu.MIGLayoutPlan{{UUID: "GPU-0", Profiles: []string{"7g.141gb"}}}}, err: "nvidia.com/mig.config"},
+		{name: "a move without a pod evicts nothing", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{podMove, {Tenant: "x", Unit: "x.service"}}}, err: "exit status 2", reads: []string{}},
+		{name: "MIG layouts refused", plan: gpu.Plan{Reason: "r", MIG: []gpu.MIGLayoutPlan{{UUID: "GPU-0", Profiles: []string{"7g.141gb"}}}}, err: "nvidia.com/mig.config", reads: []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := commandtest.New(t)
-			f.Script(t, "kubectl", kubectl)
+			f.Script(t, "kubectl", fakeKubectl)
 			f.OnPath(t)
 			h := newHook(t, hookPath(t, "kubernetes-evict.sh"), 10*time.Second)
 			err := h.Rebalance(ctx, tc.plan)
 			if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 				t.Fatalf("error %v, want %q", err, tc.err)
 			}
-			calls := f.Calls(t, "kubectl")
-			if len(calls) != len(tc.bodies) {
-				t.Fatalf("kubectl calls %q, want %d", calls, len(tc.bodies))
+			if errors.Is(err, gpu.ErrBusy) != tc.busy {
+				t.Errorf("error %v: errors.Is(gpu.ErrBusy) %v, want %v", err, errors.Is(err, gpu.ErrBusy), tc.busy)
 			}
-			bodies := strings.Split(strings.TrimSpace(f.Stdin(t, "kubectl")), "}{")
-			for i, c := range calls {
+			var partial *gpu.PartialError
+			if errors.As(err, &partial) != (tc.applied != nil) || partial != nil && !slices.Equal(partial.Applied, tc.applied) {
+				t.Errorf("error %v: PartialError %+v, want one with the moves %v applied", err, partial, tc.applied)
+			}
+			var evictions, reads []string
+			for _, c := range f.Calls(t, "kubectl") {
+				switch {
+				case len(c) == 8 && c[0] == "get" && c[1] == "pod" && c[2] == "--namespace" && c[5] == "--ignore-not-found":
+					reads = append(reads, c[3]+"/"+c[4])
+				case len(c) == 5 && c[0] == "create" && c[1] == "--raw":
+					evictions = append(evictions, c[2])
+				default:
+					t.Errorf("kubectl %q", c)
+				}
+			}
+			wantReads := tc.reads
+			var wantPaths []string
+			for _, b := range tc.bodies {
 				var ev struct{ Metadata gpu.Pod }
-				if err := json.Unmarshal([]byte(tc.bodies[i]), &ev); err != nil {
+				if err := json.Unmarshal([]byte(b), &ev); err != nil {
 					t.Fatal(err)
 				}
-				want := fmt.Sprintf("[create --raw /api/v1/namespaces/%s/pods/%s/eviction -f -]", ev.Metadata.Namespace, ev.Metadata.Name)
-				if fmt.Sprint(c) != want {
-					t.Errorf("kubectl %q, want %s", c, want)
+				wantPaths = append(wantPaths, fmt.Sprintf("/api/v1/namespaces/%s/pods/%s/eviction", ev.Metadata.Namespace, ev.Metadata.Name))
+				if tc.reads == nil {
+					wantReads = append(wantReads, ev.Metadata.Namespace+"/"+ev.Metadata.Name)
 				}
 			}
-			if got := strings.Join(bodies, "}{"); got != strings.Join(tc.bodies, "") {
+			if !slices.Equal(reads, wantReads) || !slices.Equal(evictions, wantPaths) {
+				t.Errorf("kubectl read %q and evicted %q, want %q and %q", reads, evictions, wantReads, wantPaths)
+			}
+			if got := strings.ReplaceAll(strings.TrimSpace(f.Stdin(t, "kubectl")), "\n", ""); got != strings.Join(tc.bodies, "") {
 				t.Errorf("kubectl read\n%s\nwant\n%s", got, strings.Join(tc.bodies, ""))
 			}
 		})
@@ -452,7 +550,10 @@ func TestKubernetesEvictHookWritesNoFile(t *testing.T) {
 	}
 	dir := t.TempDir()
 	// kubectl as the fakes of commandtest but for the file they write
-	if err := os.WriteFile(filepath.Join(dir, "kubectl"), []byte("#!/bin/sh\ncat >/dev/null\necho '{\"kind\":\"Status\",\"status\":\"Success\"}'\n"), 0o755); err != nil {
+	kubectl := "#!/bin/sh\ncat >/dev/null\n" +
+		`[ "$1" != get ] || { printf '{"metadata":{"namespace":"%s","name":"%s","uid":"` + uidRead + `","ownerReferences":[{"kind":"Job","name":"j","controller":true}]}}\n' "$4" "$5"; exit 0; }` +
+		"\necho '{\"kind\":\"Status\",\"status\":\"Success\"}'\n"
+	if err := os.WriteFile(filepath.Join(dir, "kubectl"), []byte(kubectl), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	inPod := filepath.Join(dir, "hook-in-pod")

@@ -62,16 +62,17 @@ func (c *cluster) releaseTokenFile() string { return c.path("release.token") }
 // runBuiltinEviction evicts p's pod with the exporter's built-in eviction
 // (gpu/kubeevict, --tuner.rebalance-hook=builtin:kubernetes-evict) and the
 // release's token (releaseKubeconfig writes it): its test TestLiveCluster,
-// built from the repository, checks one request and the outcome want
-// (forbidden, budget, evicted, gone or replaced).
+// built from the repository, checks the requests (the pod's read, one
+// eviction where the read allows it) and the outcome want (forbidden,
+// budget, evicted, gone or replaced).
 func (c *cluster) runBuiltinEviction(ctx context.Context, p podRef, want string) {
 	c.t.Helper()
 	c.runBuiltinEvictionOf(ctx, p, "", want)
 }
 
 // runBuiltinEvictionOf is runBuiltinEviction of p's pod with uid (none:
-// "") as the eviction's precondition (outcome replaced: the pod of the
-// name is another).
+// "") as the move's (outcome replaced: the pod of the name read is
+// another).
 func (c *cluster) runBuiltinEvictionOf(ctx context.Context, p podRef, uid, want string) {
 	t := c.t
 	t.Helper()
@@ -141,7 +142,8 @@ func (c *cluster) runHook(ctx context.Context, kubeconfig string, p podRef, dryR
 
 // checkHookForbidden runs the rebalancing hook on p's pod with the
 // release's token while the release grants no eviction (no evictPods):
-// the API server refuses it (403), the hook reports it and the pod stays.
+// the API server refuses the pod's read (403), the hook reports it and the
+// pod stays.
 func (c *cluster) checkHookForbidden(ctx context.Context, p podRef) {
 	t := c.t
 	t.Helper()
@@ -153,8 +155,8 @@ func (c *cluster) checkHookForbidden(ctx context.Context, p podRef) {
 	c.runBuiltinEviction(ctx, p, "forbidden")
 	t.Logf("hook without the eviction grant: exit %d, %d kubectl call(s); stderr: %s", r.exit, r.kubectlCalls, strings.TrimSpace(r.stderr))
 	if r.exit != 1 || r.kubectlCalls != 1 || !strings.Contains(r.stderr, "Forbidden") ||
-		!strings.Contains(r.stderr, `"pods/eviction"`) || !strings.Contains(r.stderr, "eviction of "+p.namespace+"/"+p.name) {
-		t.Fatalf("an eviction the release's RBAC does not grant must be refused (403) and reported once: exit %d, %d calls\nstdout: %s\nstderr: %s",
+		!strings.Contains(r.stderr, `"pods"`) || !strings.Contains(r.stderr, "eviction of "+p.namespace+"/"+p.name) {
+		t.Fatalf("a read of the pod the release's RBAC does not grant must be refused (403) and reported once: exit %d, %d calls\nstdout: %s\nstderr: %s",
 			r.exit, r.kubectlCalls, r.stdout, r.stderr)
 	}
 	after, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
@@ -182,9 +184,9 @@ func (c *cluster) checkRebalancingHook(ctx context.Context, p podRef) []podRef {
 	r := c.runHook(ctx, kubeconfig, p, false)
 	c.runBuiltinEviction(ctx, p, "budget")
 	t.Logf("hook with the budget: exit %d in %v, %d kubectl call(s); stderr: %s", r.exit, r.took.Round(time.Millisecond), r.kubectlCalls, strings.TrimSpace(r.stderr))
-	if r.exit != 1 || r.kubectlCalls != 1 || !strings.Contains(r.stderr, "eviction of "+p.namespace+"/"+p.name) ||
+	if r.exit != 3 || r.kubectlCalls != 2 || !strings.Contains(r.stderr, "eviction of "+p.namespace+"/"+p.name) ||
 		!strings.Contains(r.stderr, "disruption budget") || strings.Contains(r.stdout, "evicted") {
-		t.Fatalf("a refused eviction must be reported once (exit 1, one kubectl call, stderr naming the pod): exit %d, %d calls\nstdout: %s\nstderr: %s",
+		t.Fatalf("a refused eviction must be reported once (exit 3, refused: the pod's read and one eviction, stderr naming the pod): exit %d, %d calls\nstdout: %s\nstderr: %s",
 			r.exit, r.kubectlCalls, r.stdout, r.stderr)
 	}
 	after, err := c.client.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
