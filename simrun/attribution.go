@@ -81,7 +81,7 @@ func checkAttribution(sc *sim.Scenario, cfg *tenant.Config) error {
 		}
 		if app, line := cfg.SimApp(t.Name); app != "" && app != t.Name {
 			diffs = append(diffs, fmt.Sprintf("tenant %s: %s reads its latency from sim://%s, another tenant's application: a tenant the scenario judges must read its own (sim://%s)",
-				t.Name, fileLine(cfg.File, line), app, t.Name))
+				t.Name, sim.FileLine(cfg.File, line), app, t.Name))
 		}
 	}
 	if len(diffs) > 0 {
@@ -102,7 +102,7 @@ func checkAttribution(sc *sim.Scenario, cfg *tenant.Config) error {
 		if t.SLO == nil || !ok {
 			continue
 		}
-		at := fileLine(cfg.File, tenantLine(cfg, t.Name))
+		at := sim.FileLine(cfg.File, tenantLine(cfg, t.Name))
 		var others []string
 		for _, o := range held[t.Name] {
 			if o != owned(t) {
@@ -152,15 +152,4 @@ func plural(n int) string {
 		return ""
 	}
 	return "es"
-}
-
-// fileLine is "file:line", or file alone when the line is not known.
-func fileLine(file string, line int) string {
-	if file == "" {
-		file = "(unnamed)"
-	}
-	if line <= 0 {
-		return file
-	}
-	return fmt.Sprintf("%s:%d", file, line)
 }
