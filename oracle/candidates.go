@@ -65,7 +65,8 @@ func (o *oracleSearch) primaryCandidates(p *Plan, pi, stage int) candidates {
 				continue
 			}
 			more = true
-			c[g] = capStage(p.Phases[pi].GPUs[g].Caps, pids[stage-1], capGridMany)
+			pid := pids[stage-1]
+			c[g] = capStage(o.atBounds(p, pi, g, pids), pid, o.capsWithin(nil, g, pid, capGridMany))
 			continue
 		}
 		if stage > 0 {
@@ -74,7 +75,11 @@ func (o *oracleSearch) primaryCandidates(p *Plan, pi, stage int) candidates {
 		more = true
 		switch mode {
 		case gpu.SharingMPS:
-			c[g] = capGrid(pids, capGridFew)
+			grids := make([][]float64, len(pids))
+			for i, pid := range pids {
+				grids[i] = o.capsWithin(nil, g, pid, capGridFew)
+			}
+			c[g] = capGrid(pids, grids)
 		case gpu.SharingTimeSlice:
 			for _, l := range timeSlices {
 				c[g] = append(c[g], gpuSetting{TimeSlice: l})
@@ -180,7 +185,8 @@ func profileMemory(profile string) uint64 {
 	return n * 1e9
 }
 
-// capStage is cur with pid's cap set to each grid value in turn, from 1.
+// capStage is cur with pid's cap set to each grid value in turn, from the
+// largest.
 func capStage(cur map[uint32]float64, pid uint32, grid []float64) []gpuSetting {
 	var out []gpuSetting
 	for gi := len(grid) - 1; gi >= 0; gi-- {
@@ -194,10 +200,12 @@ func capStage(cur map[uint32]float64, pid uint32, grid []float64) []gpuSetting {
 	return out
 }
 
-// capGrid is every combination of grid values over pids, all at 1 first.
-func capGrid(pids []uint32, grid []float64) []gpuSetting {
+// capGrid is every combination of the values of grids (one for each of
+// pids) over pids, all at their largest first.
+func capGrid(pids []uint32, grids [][]float64) []gpuSetting {
 	out := []gpuSetting{{Caps: map[uint32]float64{}}}
-	for _, pid := range pids {
+	for i, pid := range pids {
+		grid := grids[i]
 		var next []gpuSetting
 		for _, s := range out {
 			for gi := len(grid) - 1; gi >= 0; gi-- {

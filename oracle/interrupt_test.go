@@ -22,7 +22,7 @@ func TestFindInterrupted(t *testing.T) {
 	defer cancel()
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start := time.Now()
-	_, err = Find(ctx, sc, 1, 2*time.Hour, nil)
+	_, err = Find(ctx, sc, nil, 1, 2*time.Hour, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v, want context.Canceled", err)
 	}

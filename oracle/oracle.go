@@ -5,6 +5,11 @@
 // sees the whole scenario ahead, which no real policy can: its figures
 // bound what a policy could get from the scenario's knobs.
 //
+// It searches only settings the tuner could give: an MPS cap within the
+// share bounds the run's tenants file gives the process's tenant (those
+// autotune's Bounds guard admits), "uncapped" read as share.max where
+// that is below 1.
+//
 // What it found (a Plan) runs as every other policy runs: a schedule
 // (a tuner.Decider) decides each phase's settings at the phase's start
 // as tuner actions, and the tuner's engine and executor apply them,
@@ -26,6 +31,7 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/sim"
 	"github.com/vgpu-exporter/vgpu_exporter/simrun"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/tuner"
 )
 
@@ -38,7 +44,8 @@ const Name = "oracle"
 // scenario at most a few dozen times per phase: MPS active-thread caps
 // per tenant on a grid (every combination with two tenants or fewer per
 // GPU; with more, one tenant at a time, each given the best caps found
-// for those before it), every compute time-slice level, every vGPU
+// for those before it), clipped to the tenant's share bounds
+// (capsWithin), every compute time-slice level, every vGPU
 // scheduler policy, on a MIG GPU every order of its instances' profiles
 // in which each tenant's memory fits (a relayout at the start of a phase:
 // the executor drains every instance, sets the layout once they are
@@ -129,6 +136,9 @@ type oracleSearch struct {
 	// actuators wraps a replay's simulator into the actuators its
 	// executor acts through.
 	actuators func(*sim.Simulator) tuner.Actuators
+	// shares are the share bounds of each process's tenant, by PID; nil
+	// without a tenants file.
+	shares map[uint32]share
 	// Replays counts the replays the search ran.
 	Replays int
 }
@@ -156,14 +166,19 @@ func phaseBounds(sc *sim.Scenario, dur time.Duration) []phase {
 
 // Find searches for the best static setting per phase and GPU of sc run
 // on seed for dur, phase by phase (each given the settings chosen before
-// it), knob by knob, and then for the best placement. Its replays act on
-// their simulators through the actuators act wraps them into (nil: the
-// simulator itself).
-func Find(ctx context.Context, sc *sim.Scenario, seed int64, dur time.Duration, act func(*sim.Simulator) tuner.Actuators) (*Plan, error) {
+// it), knob by knob, and then for the best placement, among the settings
+// the tenants file cfg (nil: none) lets the tuner give (shares). Its
+// replays act on their simulators through the actuators act wraps them
+// into (nil: the simulator itself).
+func Find(ctx context.Context, sc *sim.Scenario, cfg *tenant.Config, seed int64, dur time.Duration, act func(*sim.Simulator) tuner.Actuators) (*Plan, error) {
 	if act == nil {
 		act = func(s *sim.Simulator) tuner.Actuators { return tuner.ActuatorsOf(s) }
 	}
 	o := &oracleSearch{sc: sc, seed: seed, dur: dur, phases: phaseBounds(sc, dur), actuators: act}
+	var err error
+	if o.shares, err = shares(sc, cfg); err != nil {
+		return nil, err
+	}
 	if err := o.probe(ctx); err != nil {
 		return nil, err
 	}
@@ -220,7 +235,7 @@ func plan(ctx context.Context, s simrun.Setup) (*simrun.Plan, error) {
 		// scored at another step than it was searched at
 		return nil, fmt.Errorf("--step %v: the %s policy searches by replays that step as a run at the default step of %v does; leave --step out", s.Step, Name, runStep)
 	}
-	p, err := Find(ctx, s.Scenario, s.Seed, s.Duration, s.Actuators)
+	p, err := Find(ctx, s.Scenario, s.Tenants, s.Seed, s.Duration, s.Actuators)
 	if err != nil {
 		return nil, err
 	}

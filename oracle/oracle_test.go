@@ -217,11 +217,11 @@ func TestOracleRelayoutJudgedOverTheRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a search over 10 virtual minutes")
 	}
-	sc, _, err := simrun.LoadScenario("mig-relayout")
+	sc, cfg, err := simrun.LoadScenario("mig-relayout")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Find(context.Background(), sc, 2, sc.Duration, nil)
+	p, err := Find(context.Background(), sc, cfg, 2, sc.Duration, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,8 +90,17 @@ func (o *oracleSearch) searchMoves(ctx context.Context, p *Plan) error {
 			}
 			t := clonePlan(p)
 			t.Moves = append(t.Moves, move{Tenant: ti, To: to})
+			pid := o.sc.Tenants[ti].Process.PID
+			_, hi := o.capBounds(t.Moves, to, pid)
 			for pi := range t.Phases {
-				delete(t.Phases[pi].GPUs[g].Caps, o.sc.Tenants[ti].Process.PID)
+				delete(t.Phases[pi].GPUs[g].Caps, pid)
+				if hi < 1 && gpu.SharingMode(spec.Sharing) == gpu.SharingMPS {
+					// uncapped there is more than its share bounds allow
+					if t.Phases[pi].GPUs[to].Caps == nil {
+						t.Phases[pi].GPUs[to].Caps = map[uint32]float64{}
+					}
+					t.Phases[pi].GPUs[to].Caps[pid] = hi
+				}
 			}
 			trials = append(trials, t)
 		}
@@ -172,12 +181,14 @@ func merged(phases []*sim.WindowStats) *sim.WindowStats {
 }
 
 // capsBatch tells whether the plan caps a tenant without an SLO on GPU g
-// in some phase.
+// in some phase below what its share bounds allow (capBounds: a cap at
+// share.max is the tenant's bound, not room given to the others).
 func (o *oracleSearch) capsBatch(p *Plan, g int) bool {
 	for _, ti := range tenantsOn(o.sc, p.Moves, g) {
 		t := o.sc.Tenants[ti]
+		_, hi := o.capBounds(p.Moves, g, t.Process.PID)
 		for _, ph := range p.Phases {
-			if f, ok := ph.GPUs[g].Caps[t.Process.PID]; ok && f < 1 && t.SLO == nil {
+			if f, ok := ph.GPUs[g].Caps[t.Process.PID]; ok && f < hi && t.SLO == nil {
 				return true
 			}
 		}

@@ -30,8 +30,8 @@ func (sc *Scenario) CheckSLOs(tenantsFile string, given func(tenant string) (q f
 			continue
 		}
 		diffs = append(diffs, fmt.Sprintf("tenant %s: %s judges %s, but %s gives the tuner %s",
-			t.Name, fileLine(sc.File, judged.Line), describeSLO(judged.Quantile, time.Duration(judged.Target), judged.metric()),
-			fileLine(tenantsFile, line), describeSLO(q, target, sloMetric(metric))))
+			t.Name, FileLine(sc.File, judged.Line), describeSLO(judged.Quantile, time.Duration(judged.Target), judged.metric()),
+			FileLine(tenantsFile, line), describeSLO(q, target, sloMetric(metric))))
 	}
 	if len(diffs) == 0 {
 		return nil
@@ -51,7 +51,7 @@ func (sc *Scenario) CheckJudgedDefined(tenantsFile string, defined func(tenant s
 	for _, t := range sc.Tenants {
 		if t.SLO != nil && !defined(t.Name) {
 			missing = append(missing, fmt.Sprintf("tenant %s: %s judges %s, but %s defines no tenant %s (its processes are unassigned: the tuner is given no SLO of it)",
-				t.Name, fileLine(sc.File, t.SLO.Line), describeSLO(t.SLO.Quantile, time.Duration(t.SLO.Target), t.SLO.metric()), tenantsFile, t.Name))
+				t.Name, FileLine(sc.File, t.SLO.Line), describeSLO(t.SLO.Quantile, time.Duration(t.SLO.Target), t.SLO.metric()), tenantsFile, t.Name))
 		}
 	}
 	if len(missing) == 0 {
@@ -91,8 +91,8 @@ func describeSLO(q float64, target time.Duration, metric string) string {
 	return fmt.Sprintf("%s quantile %v <= %v", metric, q, target)
 }
 
-// fileLine is "file:line", or file alone when the line is not known.
-func fileLine(file string, line int) string {
+// FileLine is "file:line", or file alone when the line is not known.
+func FileLine(file string, line int) string {
 	if file == "" {
 		file = "(unnamed)"
 	}

@@ -108,10 +108,15 @@ func (r *Result) Applied() int {
 	return n
 }
 
-// Setup is what a planner is given: the run's scenario, seed, duration
-// and step, and the actuators its own replays give their policies.
+// Setup is what a planner is given: the run's scenario, tenants
+// configuration, seed, duration and step, and the actuators its own
+// replays give their policies.
 type Setup struct {
-	Scenario  *sim.Scenario
+	Scenario *sim.Scenario
+	// Tenants is the run's tenants configuration, which its snapshots
+	// attribute with (an empty one where the run has none): the tenants
+	// and share bounds the tuner knows.
+	Tenants   *tenant.Config
 	Seed      int64
 	Duration  time.Duration
 	Step      time.Duration
@@ -339,7 +344,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	res := &Result{}
 	if planner != nil {
-		res.Plan, err = planner(ctx, Setup{Scenario: sc, Seed: seed, Duration: dur, Step: cfg.Step, Actuators: cfg.Actuators})
+		res.Plan, err = planner(ctx, Setup{Scenario: sc, Tenants: tcfg, Seed: seed, Duration: dur, Step: cfg.Step, Actuators: cfg.Actuators})
 		if err != nil {
 			return nil, fmt.Errorf("%s on %s: %w", cfg.Policy, cfg.Scenario, err)
 		}

@@ -98,7 +98,11 @@ func checked(sc *sim.Scenario, cfg *tenant.Config) (*sim.Scenario, *tenant.Confi
 // SLO of (sim.Scenario.CheckJudgedDefined): a run must score the tuner
 // against the objective it was given; or when one of its sim:// latency sources could
 // never be read from the scenario's simulator (tenant.Config.CheckSimSources):
-// the tuner would not see that tenant's latency.
+// the tuner would not see that tenant's latency; or when a tenant it judges
+// is not, to the tuner, that tenant's own processes and latency: its
+// process is attributed to another tenant (or to none), another's process
+// to it, or its sim:// source reads another tenant's application
+// (checkAttribution).
 func CheckTenants(sc *sim.Scenario, cfg *tenant.Config) error {
 	if err := sc.CheckSLOs(cfg.File, cfg.GivenSLO); err != nil {
 		return err
@@ -113,7 +117,10 @@ func CheckTenants(sc *sim.Scenario, cfg *tenant.Config) error {
 	if err != nil {
 		return err
 	}
-	return cfg.CheckSimSources(s)
+	if err := cfg.CheckSimSources(s); err != nil {
+		return err
+	}
+	return checkAttribution(sc, cfg)
 }
 
 // IsFile reports whether LoadScenario reads arg as a scenario file (a

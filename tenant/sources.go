@@ -146,3 +146,14 @@ func sloStatus(t *Tenant, st latency.Status) SLOStatus {
 	}
 	return s
 }
+
+// SimApp returns the application tenant name's sim:// latency source
+// reads and the line its url is given on; app is "" when the file defines
+// no such tenant or gives it no sim:// source.
+func (c *Config) SimApp(name string) (app string, line int) {
+	t := c.TenantByName(name)
+	if t == nil || t.LatencySource == nil {
+		return "", 0
+	}
+	return latency.SimApp(t.LatencySource.URL), t.LatencySource.keys.Line("url", t.Line)
+}
