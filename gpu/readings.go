@@ -13,7 +13,10 @@
 // an absent series, never as zero.
 package gpu
 
-import "time"
+import (
+	"path"
+	"time"
+)
 
 // Readings is one sample of a whole host. A Readings value is immutable once
 // a Source has returned it: consumers share it without copying.
@@ -383,6 +386,14 @@ type Process struct {
 	// context was created with; nil when not an MPS client or unknown.
 	MPSActiveThreads *float64
 }
+
+// MPSServerName is the executable of an MPS server's process, which an
+// MPS GPU's compute list holds beside its clients.
+const MPSServerName = "nvidia-cuda-mps-server"
+
+// MPSServer says whether p is an MPS server, by its name (argv[0], a path
+// or not): every MPS client of its GPU waits on it.
+func (p Process) MPSServer() bool { return path.Base(p.Name) == MPSServerName }
 
 // EventKind classifies an event.
 type EventKind string

@@ -21,7 +21,12 @@ import (
 // refused (execute), not followed onto such processes (followPauses), and
 // a pause in force whose groups come to hold one (started later, or a
 // tenant's new process in a shared group) is thawed at the next round
-// (thawPauses).
+// (thawPauses). An MPS server (nvidia-cuda-mps-server, listed in its
+// GPU's compute list and attributed as any process: under pod tenancy the
+// device plugin's MPS daemon pod makes its namespace a best-effort tenant)
+// is every MPS client's of its GPU, the latency tenant's the pause
+// protects among them: a pause of its own tenant by it is refused, and so
+// is one whose groups hold it.
 
 // errSharedGroup is the error of a pause refused up front: a group it
 // would freeze holds another tenant's process.
@@ -34,6 +39,12 @@ func (t *Tuner) sharedGroups(snap *tenant.Snapshot, name string, pids []uint32) 
 	p, ok := actuator[gpu.PauseActuator](t.o.Actuators)
 	if !ok || snap == nil {
 		return ""
+	}
+	servers := mpsServers(snap)
+	for _, pid := range pids {
+		if uuid, ok := servers[pid]; ok {
+			return fmt.Sprintf("PID %d of tenant %s is the MPS server of %s, which every MPS client of the GPU waits on", pid, name, uuid)
+		}
 	}
 	c, ok := p.(gpu.PauseGroupChecker)
 	if !ok {
@@ -100,6 +111,30 @@ func othersOf(snap *tenant.Snapshot, name string) map[uint32]string {
 		}
 		for _, pid := range pausable(snap, u) {
 			out[pid] = u.Tenant
+		}
+	}
+	for pid, uuid := range mpsServers(snap) {
+		out[pid] = "every tenant of " + uuid + " (its MPS server)"
+	}
+	return out
+}
+
+// mpsServers are the MPS servers in snap's readings, PID to GPU UUID (a
+// vGPU host's guest processes aside: their PIDs are the guests').
+func mpsServers(snap *tenant.Snapshot) map[uint32]string {
+	out := map[uint32]string{}
+	if snap.Readings == nil {
+		return out
+	}
+	for i := range snap.Readings.Devices {
+		d := &snap.Readings.Devices[i]
+		if d.Mode == gpu.SharingVGPU {
+			continue
+		}
+		for _, p := range d.Processes {
+			if p.MPSServer() && p.VGPUInstance == 0 {
+				out[p.PID] = d.UUID
+			}
 		}
 	}
 	return out

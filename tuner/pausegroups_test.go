@@ -71,20 +71,12 @@ func TestPauseNotOnSharedGroup(t *testing.T) {
 			var last []Decision
 			for i, r := range c.rounds {
 				p.group = r.group
-				procs := []gpu.Process{mpsProc(9, nil)}
+				var procs []gpu.Process
 				for _, pid := range r.train {
 					procs = append(procs, mpsProc(pid, nil))
 				}
-				usage := []tenant.Usage{
-					{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid0, PIDs: r.train},
-					{Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0, PIDs: []uint32{9}},
-				}
-				at := t0.Add(time.Duration(i) * time.Second)
-				d, err := tu.RunOnce(context.Background(), snapshot(at, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: procs}}, usage))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(d) > 0 {
+				u := tenant.Usage{Tenant: "train", Class: gpu.ClassBatch, UUID: uuid0, PIDs: r.train}
+				if d := besideChat(t, tu, t0.Add(time.Duration(i)*time.Second), u, procs); len(d) > 0 {
 					last = d
 				}
 			}
@@ -99,6 +91,19 @@ func TestPauseNotOnSharedGroup(t *testing.T) {
 			}
 		})
 	}
+}
+
+// besideChat runs a round of tu on GPU-0 in MPS mode, the latency tenant
+// chat's PID 9 beside u's processes procs; it returns its decisions.
+func besideChat(t *testing.T, tu *Tuner, at time.Time, u tenant.Usage, procs []gpu.Process) []Decision {
+	t.Helper()
+	usage := []tenant.Usage{u, {Tenant: "chat", Class: gpu.ClassLatency, UUID: uuid0, PIDs: []uint32{9}}}
+	procs = append([]gpu.Process{mpsProc(9, nil)}, procs...)
+	d, err := tu.RunOnce(context.Background(), snapshot(at, []gpu.Device{{UUID: uuid0, Up: true, Mode: gpu.SharingMPS, Processes: procs}}, usage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // countingPauser is a pause actuator that counts its group checks, and
@@ -181,3 +186,74 @@ func TestPauseGroupsCheckedOnceARound(t *testing.T) {
 		t.Errorf("calls %q, want each GPU's pause set and followed once", c.Calls)
 	}
 }
+
+// The MPS server (listed in its GPU's compute list, attributed as any
+// process: under pod tenancy the MPS daemon pod's namespace is a
+// best-effort tenant) is never paused: every MPS client of the GPU waits
+// on it, the latency tenant's the pause protects among them. A pause of
+// the tenant it is attributed to is refused, so is one by the tenant's
+// other processes where their group holds it (the MPS daemon's pod), and
+// one in force is thawed once the server is among its processes, not
+// followed onto it.
+func TestPauseNeverStopsTheMPSServer(t *testing.T) {
+	const server = 11
+	for _, c := range []struct {
+		name   string
+		rounds [][]uint32 // the best-effort tenant's processes, each round
+		named  []uint32   // the processes the pause names (nil: PausePIDs)
+		calls  []string
+		why    string
+	}{
+		{"the server is the best-effort tenant's: refused", [][]uint32{{server}}, nil, nil, ownServer},
+		{"the server and another process: refused", [][]uint32{{server, 12}}, nil, nil, ownServer},
+		{"by another process of its group: refused", [][]uint32{{server, 12}}, []uint32{12}, nil,
+			"holds PID 11 of tenant every tenant of GPU-0 (its MPS server)"},
+		{"the server comes to a tenant paused: thawed, not followed", [][]uint32{{12}, {server, 12}}, nil,
+			[]string{"SetPauseDuty(GPU-0,daemons,[12],0.5)", "SetPauseDuty(GPU-0,daemons,[12],0)"}, ownServer},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &groupPauser{group: map[uint32]string{9: "chat", server: "daemons", 12: "daemons"}}
+			pol := deciderFunc(func(s *State) []Action {
+				if _, ok := s.PauseTarget(uuid0, "daemons"); ok {
+					return nil
+				}
+				pids := c.named
+				if pids == nil {
+					pids = PausePIDs(s.Snapshot, "daemons")
+				}
+				return []Action{{Target: Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: pids[0]}, Tenant: "daemons", Class: gpu.ClassBestEffort,
+					PIDs: pids, Current: Duty(0), Want: Duty(0.5), Reason: "test"}}
+			})
+			tu, err := New(Options{Policy: pol, Guards: []Guard{Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(p),
+				Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last []Decision
+			for i, pids := range c.rounds {
+				var procs []gpu.Process
+				for _, pid := range pids {
+					pr := mpsProc(pid, nil)
+					if pid == server {
+						pr.Name = "/usr/bin/" + gpu.MPSServerName
+					}
+					procs = append(procs, pr)
+				}
+				u := tenant.Usage{Tenant: "daemons", Class: gpu.ClassBestEffort, UUID: uuid0, PIDs: pids}
+				if d := besideChat(t, tu, t0.Add(time.Duration(i)*time.Second), u, procs); len(d) > 0 {
+					last = d
+				}
+			}
+			if !slices.Equal(p.Calls, c.calls) {
+				t.Errorf("calls %q, want %q", p.Calls, c.calls)
+			}
+			if len(last) == 0 || !strings.Contains(last[len(last)-1].Reason, c.why) {
+				t.Errorf("decisions %+v, want the last saying %q", last, c.why)
+			}
+		})
+	}
+}
+
+// ownServer is why a pause of the tenant the MPS server is attributed to
+// is refused, or thawed.
+const ownServer = "PID 11 of tenant daemons is the MPS server of GPU-0, which every MPS client of the GPU waits on"

@@ -219,9 +219,6 @@ func (n *procNames) name(pid uint32) string {
 	return name
 }
 
-// mpsServer is the executable of an MPS server's process.
-const mpsServer = "nvidia-cuda-mps-server"
-
 // noMPSServer says whether the processes pids (a GPU's compute list) are
 // each named, as last read, and none is an MPS server: a process not
 // named yet (new since the last sample, or whose name was not read)
@@ -231,7 +228,7 @@ func (n *procNames) noMPSServer(pids []uint32) bool {
 	defer n.mu.Unlock()
 	for _, pid := range pids {
 		k, ok := n.known[pid]
-		if !ok || filepath.Base(k.name) == mpsServer {
+		if !ok || (gpu.Process{Name: k.name}).MPSServer() {
 			return false
 		}
 	}

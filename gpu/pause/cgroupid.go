@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -157,26 +158,84 @@ func (p *Pauser) held() map[string]bool {
 // (a cgroup removed and created again under the path meanwhile is
 // another directory): false, nil where the ID differs.
 func thawIfSame(dir string, id uint64, control, thaw string) (bool, error) {
-	d, err := os.Open(dir)
-	if err != nil {
-		return false, err
-	}
-	defer d.Close()
-	fi, err := d.Stat()
-	if err != nil {
-		return false, err
-	}
-	if ino, ok := statIno(fi); !ok || ino != id {
+	err := thawAt(dir, id, control, thaw)
+	if errors.Is(err, errRecreated) {
 		return false, nil
 	}
-	fd, err := syscall.Openat(int(d.Fd()), control, syscall.O_WRONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return false, &os.PathError{Op: "open", Path: filepath.Join(dir, control), Err: err}
+	return err == nil, err
+}
+
+// errRecreated: a cgroup's directory is another cgroup's now, created
+// under the same path after the one found was removed (a unit restarted,
+// perhaps running another's work). It counts as the cgroup gone
+// (kube.ProcessGone): nothing is frozen or thawed there.
+var errRecreated = fmt.Errorf("another cgroup under the same path (the one found was removed): %w", os.ErrNotExist)
+
+// openCgroup opens cgroup directory dir where its inode number is id (0:
+// whatever it is, as for a group the watchdog is named by its path);
+// errRecreated where it is another's. Its control files are then opened
+// through it (readAt, writeAt): a cgroup removed after it was opened
+// fails them, and one created again under the path is never reached.
+func openCgroup(dir string, id uint64) (*os.File, error) {
+	d, err := os.Open(dir)
+	if err != nil || id == 0 {
+		return d, err
 	}
-	f := os.NewFile(uintptr(fd), filepath.Join(dir, control))
-	_, err = f.Write([]byte(thaw))
+	fi, err := d.Stat()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	if ino, ok := statIno(fi); !ok || ino != id {
+		d.Close()
+		return nil, fmt.Errorf("cgroup %s: ID %d, not %d: %w", dir, ino, id, errRecreated)
+	}
+	return d, nil
+}
+
+// openAt opens the file name in the opened directory d.
+func openAt(d *os.File, name string, flag int) (*os.File, error) {
+	path := filepath.Join(d.Name(), name)
+	fd, err := syscall.Openat(int(d.Fd()), name, flag|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// writeAt writes s to the control file name of the opened cgroup
+// directory d, which must be there: a freezer's file is never made (a
+// directory that is no cgroup, named to the watchdog or left by a cgroup
+// removed, gets no file of root's).
+func writeAt(d *os.File, name, s string) error {
+	f, err := openAt(d, name, syscall.O_WRONLY|syscall.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return err == nil, err
+	return err
+}
+
+// readAt reads the control file name of the opened cgroup directory d.
+func readAt(d *os.File, name string) ([]byte, error) {
+	f, err := openAt(d, name, syscall.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// writableAt opens the control file name of the opened directory d for
+// writing, and writes nothing: an error where it is not a file this
+// process may write.
+func writableAt(d *os.File, name string) error {
+	f, err := openAt(d, name, syscall.O_WRONLY)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }

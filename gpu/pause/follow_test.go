@@ -86,7 +86,7 @@ func TestPauseOutlivesAnExitedGroup(t *testing.T) {
 	if got != want {
 		t.Errorf("signals %q, want %q (the process group paused in the second period too)", got, want)
 	}
-	if _, err := freezeAll([]group{cgroupV2{dir: dir}, procGroup{pgid: 130, kill: func(int, syscall.Signal) error { return syscall.ESRCH }}}, time.Now()); err == nil {
+	if _, _, err := freezeAll([]group{cgroupV2{dir: dir}, procGroup{pgid: 130, kill: func(int, syscall.Signal) error { return syscall.ESRCH }}}, time.Now()); err == nil {
 		t.Error("freezeAll with no group left: no error")
 	}
 }

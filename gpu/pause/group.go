@@ -32,15 +32,20 @@ type group interface {
 	Freeze(until time.Time) error
 	Thaw() error
 	// Check says, without freezing it, whether the group can be frozen
-	// as far as can be told (its control files there and writable, its
-	// process group still the tenant's).
+	// as far as can be told (its cgroup still the one found, its control
+	// files there and writable; its process group still the tenant's).
 	Check() error
 }
 
 // cgroupV2 freezes a cgroup v2 directory: cgroup.freeze 1, then
 // cgroup.events reads "frozen 1" (within timeout of the write).
 type cgroupV2 struct {
-	dir     string
+	dir string
+	// id is the directory's inode number when the group was found (0:
+	// not known, as for a group the watchdog is named): a cgroup removed
+	// and created again under dir is another's, and counts as gone
+	// (errRecreated), neither frozen nor thawed
+	id      uint64
 	clock   gpu.Clock
 	timeout time.Duration
 }
@@ -50,12 +55,17 @@ func (g cgroupV2) Key() string { return g.dir }
 func (g cgroupV2) Spec() string { return "v2 " + g.dir }
 
 func (g cgroupV2) Freeze(until time.Time) error {
-	if err := writeControl(filepath.Join(g.dir, "cgroup.freeze"), "1"); err != nil {
+	d, err := openCgroup(g.dir, g.id)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := writeAt(d, "cgroup.freeze", "1"); err != nil {
 		return err
 	}
 	start := g.clock.Now()
 	return waitFor(g.clock, start, g.timeout, until, func() (bool, error) {
-		ev, err := os.ReadFile(filepath.Join(g.dir, "cgroup.events"))
+		ev, err := readAt(d, "cgroup.events")
 		if err != nil {
 			return false, err
 		}
@@ -64,20 +74,24 @@ func (g cgroupV2) Freeze(until time.Time) error {
 }
 
 func (g cgroupV2) Check() error {
-	if _, err := os.ReadFile(filepath.Join(g.dir, "cgroup.events")); err != nil {
+	d, err := openCgroup(g.dir, g.id)
+	if err != nil {
 		return err
 	}
-	return writableFile(filepath.Join(g.dir, "cgroup.freeze"))
+	defer d.Close()
+	if _, err := readAt(d, "cgroup.events"); err != nil {
+		return err
+	}
+	return writableAt(d, "cgroup.freeze")
 }
 
-func (g cgroupV2) Thaw() error {
-	return writeControl(filepath.Join(g.dir, "cgroup.freeze"), "0")
-}
+func (g cgroupV2) Thaw() error { return thawAt(g.dir, g.id, "cgroup.freeze", "0") }
 
 // cgroupV1 freezes a cgroup v1 freezer directory: freezer.state FROZEN
 // (FREEZING while in progress, within timeout of the write), THAWED.
 type cgroupV1 struct {
 	dir     string
+	id      uint64 // as cgroupV2's
 	clock   gpu.Clock
 	timeout time.Duration
 }
@@ -87,13 +101,17 @@ func (g cgroupV1) Key() string { return g.dir }
 func (g cgroupV1) Spec() string { return "v1 " + g.dir }
 
 func (g cgroupV1) Freeze(until time.Time) error {
-	state := filepath.Join(g.dir, "freezer.state")
-	if err := writeControl(state, "FROZEN"); err != nil {
+	d, err := openCgroup(g.dir, g.id)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := writeAt(d, "freezer.state", "FROZEN"); err != nil {
 		return err
 	}
 	start := g.clock.Now()
 	return waitFor(g.clock, start, g.timeout, until, func() (bool, error) {
-		s, err := os.ReadFile(state)
+		s, err := readAt(d, "freezer.state")
 		if err != nil {
 			return false, err
 		}
@@ -102,22 +120,39 @@ func (g cgroupV1) Freeze(until time.Time) error {
 		}
 		// A task forked while the freeze went on can miss it and keep
 		// the cgroup FREEZING: writing FROZEN again freezes it.
-		return false, writeControl(state, "FROZEN")
+		return false, writeAt(d, "freezer.state", "FROZEN")
 	}, g.dir)
 }
 
-func (g cgroupV1) Check() error { return writableFile(filepath.Join(g.dir, "freezer.state")) }
+func (g cgroupV1) Check() error {
+	d, err := openCgroup(g.dir, g.id)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return writableAt(d, "freezer.state")
+}
 
-func (g cgroupV1) Thaw() error {
-	return writeControl(filepath.Join(g.dir, "freezer.state"), "THAWED")
+func (g cgroupV1) Thaw() error { return thawAt(g.dir, g.id, "freezer.state", "THAWED") }
+
+// thawAt writes thaw to the control file of cgroup directory dir where it
+// is still the cgroup of ID id (openCgroup).
+func thawAt(dir string, id uint64, control, thaw string) error {
+	d, err := openCgroup(dir, id)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return writeAt(d, control, thaw)
 }
 
 // procGroup stops and continues a process group with signals. A group
 // is stopped only while a process it was found from (its members, each
 // started at its start, in clock ticks since boot) is still in it: a
 // process group's number is taken again once its processes exit, and
-// another's group must never be stopped. It is continued whatever:
-// continuing a running process does nothing.
+// another's group must never be stopped. It is continued unless its
+// number is known to be another's (Thaw): continuing a running process
+// does nothing, and a group found gone at a freeze leaves the pulse.
 type procGroup struct {
 	pgid int
 	kill func(pid int, sig syscall.Signal) error
@@ -147,7 +182,34 @@ func (g procGroup) Freeze(time.Time) error {
 	return g.kill(-g.pgid, syscall.SIGSTOP)
 }
 
-func (g procGroup) Thaw() error { return g.kill(-g.pgid, syscall.SIGCONT) }
+// Thaw continues the group, but where its number is known to be
+// another's now: its leader, one of its members, has exited and another
+// process runs under its PID (taken).
+func (g procGroup) Thaw() error {
+	if g.taken() {
+		return fmt.Errorf("process group %d: its number is another's now (process %d, its leader, exited and the PID was taken again): %w", g.pgid, g.pgid, syscall.ESRCH)
+	}
+	return g.kill(-g.pgid, syscall.SIGCONT)
+}
+
+// taken says whether the group's leader (the process of its number) is
+// one of its members that no longer runs, another process running under
+// its PID. The kernel gives a number again only once no process has it
+// as its PID nor as its group: none of the group stopped is left then to
+// be continued, and a SIGCONT would reach the new group (one that someone
+// stopped on purpose). Where the leader is not known, or runs no more and
+// its PID is not taken, the group's other processes may be stopped still
+// and hold its number: it is continued, a last time (Check finds it gone
+// at the next freeze, and the pulse drops it).
+func (g procGroup) taken() bool {
+	for _, m := range g.members {
+		if int(m.pid) == g.pgid {
+			start, err := startTimeOf(g.proc, m.pid)
+			return err == nil && start != m.start
+		}
+	}
+	return false
+}
 
 // Check fails where a process the group was found from is in another
 // group now (an error: the tenant's process runs, unpaused), or where none
@@ -203,31 +265,6 @@ func merged(g, h group) group {
 	}
 	pg.members = ms
 	return pg
-}
-
-// writeControl writes s to the control file path, which must be there: a
-// freezer's file is never made (a directory that is no cgroup, named to the
-// watchdog or left by a cgroup removed, gets no file of root's).
-func writeControl(path, s string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(s)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// writableFile opens path for writing, and writes nothing: an error where
-// it is not a file this process may write.
-func writableFile(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	return f.Close()
 }
 
 // checkAll checks every group of gs.
@@ -347,11 +384,22 @@ func (r resolver) resolve(pid uint32) (group, error) {
 	// pod, or a container where the unified one names none), as kube
 	// ranks them (CgroupInfo.Rank), the v1 freezer's is the process's own.
 	v1Own := kube.ParseCgroupPath(v1path).Rank() > kube.ParseCgroupPath(v2path).Rank()
+	// A cgroup is told by its ID (the inode number of its directory) as
+	// well as its path: one removed and created again under the path is
+	// another's, which the pause leaves alone.
 	if dir, ok := ownCgroup(r.v2, v2path, "cgroup.freeze"); ok && !v1Own && !holds(dir, r.selfV2) {
-		return cgroupV2{dir: dir, clock: r.clock, timeout: r.timeout}, nil
+		id, err := inodeOf(dir)
+		if err != nil {
+			return nil, fmt.Errorf("PID %d: cgroup %s: %w", pid, dir, err)
+		}
+		return cgroupV2{dir: dir, id: id, clock: r.clock, timeout: r.timeout}, nil
 	}
 	if dir, ok := ownCgroup(r.v1, v1path, "freezer.state"); ok && !holds(dir, r.selfV1) {
-		return cgroupV1{dir: dir, clock: r.clock, timeout: r.timeout}, nil
+		id, err := inodeOf(dir)
+		if err != nil {
+			return nil, fmt.Errorf("PID %d: freezer cgroup %s: %w", pid, dir, err)
+		}
+		return cgroupV1{dir: dir, id: id, clock: r.clock, timeout: r.timeout}, nil
 	}
 	pgid, err := r.getpgid(int(pid))
 	if err != nil {

@@ -150,6 +150,9 @@ type pulse struct {
 	// failed says the latest period's freeze failed: thawed then, the
 	// tenant runs through it, or only its tasks that froze stop
 	failed atomic.Bool
+	// none says the latest period froze nothing: none of the tenant's
+	// groups is left (errNoneLeft)
+	none atomic.Bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -328,7 +331,7 @@ func (p *Pauser) SetPauseDuty(ctx context.Context, uuid, tenant string, pids []u
 		return nil
 	}
 	on := p.onTime(pl)
-	until, leaseUntil, err := p.freeze(tenant, pl.snapshot(), on)
+	until, leaseUntil, err := p.freeze(tenant, pl, on)
 	if err != nil {
 		return fmt.Errorf("tenant %s not paused: %w", tenant, err)
 	}
@@ -462,7 +465,7 @@ func (p *Pauser) freezeAdded(tenant string, pl *pulse, gs []group) error {
 	if !p.o.Clock.Now().Before(pl.onUntil) {
 		return checkAll(gs) // (a watchdog started; the lease runs out)
 	}
-	stuck, err := p.freezeLeased(tenant, gs, pl.onUntil)
+	stuck, err := p.freezeLeased(tenant, pl, gs, pl.onUntil)
 	var u unsettled
 	switch {
 	case err == nil, errors.Is(err, errNoneLeft):
@@ -524,10 +527,12 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, until time.Time
 		on = p.onTime(pl)
 		var leaseUntil time.Time
 		var err error
-		until, leaseUntil, err = p.freeze(tenant, pl.snapshot(), on)
+		until, leaseUntil, err = p.freeze(tenant, pl, on)
 		// none of its processes left (they exited; the tuner ends the
-		// pause once it sees them gone) is no failure: nothing runs
-		failed := err != nil && !errors.Is(err, errNoneLeft)
+		// pause once it sees them gone) is no failure: nothing runs, and
+		// nothing is paused (none)
+		none := errors.Is(err, errNoneLeft)
+		failed := err != nil && !none
 		switch {
 		case failed:
 			level.Warn(p.o.Logger).Log("msg", "pause: freeze failed; thawed, the tenant runs the rest of this period", "tenant", tenant, "err", err)
@@ -536,6 +541,7 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, until time.Time
 			level.Debug(p.o.Logger).Log("msg", "pause: none of the tenant's processes is left to freeze", "tenant", tenant)
 		}
 		pl.failed.Store(failed)
+		pl.none.Store(none)
 		pl.frozen, pl.onUntil, pl.leaseUntil = err == nil, until, leaseUntil
 		pl.act.Unlock()
 	}
@@ -553,7 +559,8 @@ func (p *Pauser) run(tenant string, pl *pulse, on time.Duration, until time.Time
 // the watchdog now running (one line), none started for it: where that
 // one is gone already, the pause ends with the first lease instead (until
 // is never past leaseUntil).
-func (p *Pauser) freeze(tenant string, gs []group, on time.Duration) (until, leaseUntil time.Time, err error) {
+func (p *Pauser) freeze(tenant string, pl *pulse, on time.Duration) (until, leaseUntil time.Time, err error) {
+	gs := pl.snapshot()
 	lease := p.lease(on)
 	given := p.o.Clock.Now()
 	err = p.wd.leased(gs, lease, false)
@@ -566,7 +573,7 @@ func (p *Pauser) freeze(tenant string, gs []group, on time.Duration) (until, lea
 		until = leaseUntil
 	}
 	if err == nil {
-		_, err = p.freezeLeased(tenant, gs, until)
+		_, err = p.freezeLeased(tenant, pl, gs, until)
 	}
 	return until, leaseUntil, err
 }
@@ -577,14 +584,17 @@ func (p *Pauser) lease(on time.Duration) time.Duration { return on + (p.o.Period
 // freezeLeased freezes gs, whose lease the watchdog holds, as a whole for
 // a pause that ends at until; where that fails, the watchdog is told of
 // those thawed again (or never frozen), and one whose thaw failed (stuck)
-// keeps its lease and becomes the tenant's leftover.
-func (p *Pauser) freezeLeased(tenant string, gs []group, until time.Time) (stuck []group, err error) {
-	stuck, err = freezeAll(gs, until)
+// keeps its lease and becomes the tenant's leftover. Those found gone
+// leave the tenant's set and the watchdog's leases (dropGone).
+func (p *Pauser) freezeLeased(tenant string, pl *pulse, gs []group, until time.Time) (stuck []group, err error) {
+	gone, stuck, err := freezeAll(gs, until)
+	p.dropGone(tenant, pl, gone)
 	if err != nil {
 		p.keepLeft(tenant, stuck)
 		p.wd.thawed(without(gs, stuck))
 		return stuck, err
 	}
+	p.wd.thawed(groupsOfGone(gone))
 	return nil, nil
 }
 
@@ -653,38 +663,3 @@ func appendNew(gs []group, more ...group) []group {
 	}
 	return gs
 }
-
-// freezeAll freezes every group or none, for a pause that ends at until:
-// when one fails (or has not settled by until), those frozen before it
-// are thawed (stuck: those whose thaw failed). A group that no longer
-// exists (its processes exited) is passed over: the tenant's other
-// processes are the whole of it now. None left is an error (errNoneLeft).
-func freezeAll(gs []group, until time.Time) (stuck []group, err error) {
-	left := 0
-	for _, g := range gs {
-		err := g.Freeze(until)
-		if err != nil && kube.ProcessGone(err) {
-			continue
-		}
-		left++
-		if err != nil {
-			// every group thawed, not only those before: one after it
-			// may be frozen still (its last thaw failed)
-			errs := []error{fmt.Errorf("freeze %s: %w", g.Key(), err)}
-			for _, h := range gs {
-				if terr := h.Thaw(); terr != nil && !kube.ProcessGone(terr) {
-					errs = append(errs, fmt.Errorf("thaw %s: %w", h.Key(), terr))
-					stuck = append(stuck, h)
-				}
-			}
-			return stuck, errors.Join(errs...)
-		}
-	}
-	if left == 0 && len(gs) > 0 {
-		return nil, errNoneLeft
-	}
-	return nil, nil
-}
-
-// errNoneLeft: none of the groups to freeze exists any more.
-var errNoneLeft = errors.New("none of the tenant's process groups and cgroups exists any more")

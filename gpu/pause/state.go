@@ -15,14 +15,15 @@ var (
 // PausesInForce implements gpu.PauseReporter: each paused tenant, for each
 // GPU that asks for a pause of it, at the duty its pulse runs (the largest
 // any of its GPUs asks for, the longest pause capped at MaxPause), 0 where
-// its latest period's freeze failed. Sorted by tenant and GPU.
+// its latest period's freeze failed or found none of its groups left to
+// freeze (nothing paused). Sorted by tenant and GPU.
 func (p *Pauser) PausesInForce() []gpu.PauseInForce {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []gpu.PauseInForce
 	for _, tenant := range slices.Sorted(maps.Keys(p.tenants)) {
 		pl := p.tenants[tenant]
-		failed := pl.failed.Load()
+		failed, none := pl.failed.Load(), pl.none.Load()
 		pl.mu.Lock()
 		duty := min(pl.dutyLocked(), float64(p.o.MaxPause)/float64(p.o.Period))
 		for _, uuid := range slices.Sorted(maps.Keys(pl.duties)) {
@@ -30,7 +31,7 @@ func (p *Pauser) PausesInForce() []gpu.PauseInForce {
 				continue
 			}
 			in := gpu.PauseInForce{UUID: uuid, Tenant: tenant, Duty: duty, FreezeFailed: failed}
-			if failed {
+			if failed || none {
 				in.Duty = 0
 			}
 			out = append(out, in)

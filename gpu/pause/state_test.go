@@ -108,8 +108,8 @@ func TestForgetPauseFailuresKeepsPaused(t *testing.T) {
 
 // A period that finds none of the tenant's processes left (they exited
 // before the tuner's next round ends the pause) is no failed freeze:
-// nothing ran through it, it is not counted, and the pause asked for is
-// still reported.
+// nothing ran through it, it is not counted; nor is it paused: the pause
+// is reported at duty 0 (the effective ratio where nothing is paused).
 func TestPausesInForceProcessesGone(t *testing.T) {
 	h := newHost(t)
 	h.process(12, "/user.slice/user-0.slice/session-1.scope", "/", 120)
@@ -132,7 +132,7 @@ func TestPausesInForceProcessesGone(t *testing.T) {
 	if got := p.PauseFreezeFailures(); len(got) != 0 {
 		t.Errorf("failures %v, want none (no process left to run)", got)
 	}
-	want := []gpu.PauseInForce{{UUID: "GPU-a", Tenant: "trainer", Duty: 0.2}}
+	want := []gpu.PauseInForce{{UUID: "GPU-a", Tenant: "trainer", Duty: 0}}
 	if got := p.PausesInForce(); !reflect.DeepEqual(got, want) {
 		t.Errorf("pauses in force %+v, want %+v", got, want)
 	}
