@@ -4,12 +4,14 @@
 //
 // Every figure is computed from the windows alone, so the same windows give
 // the same bytes: percentiles are nearest-rank over the exact request
-// latencies; SLO attainment is good requests over completed plus dropped
-// ones (a request the server rejected or lost did not meet its
-// objective; under an ITL SLO, good tokens over those served and those
-// the dropped requests will never produce: TenantWindow.Ended), and over
-// the whole run also those still waiting at its end that are already
-// past the target; shares and utilization are time-weighted means.
+// latencies (where a window kept a sample of them, each kept one weighing
+// its window's requests over those kept: weighted.go); SLO attainment is
+// good requests over completed plus dropped ones (a request the server
+// rejected or lost did not meet its objective; under an ITL SLO, good
+// tokens over those served and those the dropped requests will never
+// produce: TenantWindow.Ended), and over the whole run also those still
+// waiting at its end that are already past the target; shares and
+// utilization are time-weighted means.
 package report
 
 import (
@@ -138,13 +140,26 @@ type tenantAcc struct {
 	minutes []minuteSpan
 	// spans are the tenant's steps, for windowed quantiles.
 	spans []stepSpan
+	// sampled are the steps whose window kept a sample of what it
+	// judged (sampledSpan), in step order; none when every window kept
+	// every latency.
+	sampled []sampledSpan
 }
 
 // minuteSpan is one goodput window of a tenant: how many of its requests
-// ended there and where the window's latencies are in tenantAcc.latencies.
+// ended there, how many of them were dropped, and where the window's
+// latencies are in tenantAcc.latencies and its steps in tenantAcc.spans.
 type minuteSpan struct {
 	ended      int
 	start, end int
+	// dropped is what ended without a latency (TenantWindow.Ended less
+	// Judged: dropped requests, under an ITL SLO their missed tokens),
+	// each later than any completed; sampled is what completed but its
+	// windows did not keep (Judged less kept, where a window kept a
+	// sample), each standing behind the latencies kept beside it
+	// (weighted). spanFrom and spanTo are its steps in tenantAcc.spans.
+	dropped, sampled int
+	spanFrom, spanTo int
 	// work is the tenant's work in the window, good that of it on GPUs
 	// whose SLOs held (filled when the window closes)
 	work, good float64
@@ -202,7 +217,8 @@ func (r *Recorder) Add(w WindowStats) {
 		}
 		a.gpu = tw.GPU
 		for len(a.minutes) <= r.minuteN {
-			a.minutes = append(a.minutes, minuteSpan{start: len(a.latencies), end: len(a.latencies)})
+			a.minutes = append(a.minutes, minuteSpan{start: len(a.latencies), end: len(a.latencies),
+				spanFrom: len(a.spans), spanTo: len(a.spans)})
 		}
 		from := len(a.latencies)
 		if need := from + len(tw.Latencies); need > cap(a.latencies) {
@@ -216,6 +232,13 @@ func (r *Recorder) Add(w WindowStats) {
 		}
 		a.spans = append(a.spans, stepSpan{step: len(r.steps), start: from, end: len(a.latencies)})
 		mn := &a.minutes[r.minuteN]
+		mn.spanTo = len(a.spans)
+		judged, kept := tw.Judged(), len(tw.Latencies)
+		if kept > 0 && judged > kept {
+			a.sampled = append(a.sampled, sampledSpan{span: len(a.spans) - 1, judged: judged})
+			mn.sampled += judged - kept
+		}
+		mn.dropped += max(0, tw.Ended()-judged)
 		mn.ended += tw.Ended()
 		mn.work += tw.Work
 		mn.end = len(a.latencies)
@@ -474,7 +497,7 @@ func (r *Recorder) summarize() Summary {
 	st := make([]stats, len(names))
 	parallel.Each(len(names), func(i int) {
 		a := r.tenants[names[i]]
-		st[i].p50, st[i].p99 = quantiles32(a.latencies)
+		st[i].p50, st[i].p99 = a.quantiles()
 		if a.sloTarget > 0 {
 			st[i].busy, st[i].busyOK = busyLatency(a)
 		}
@@ -583,46 +606,4 @@ func Unredone(redo int, minutes []MinuteWork) (lost, lostGood float64) {
 		lostGood += take * min(1, m.Good/m.Work)
 	}
 	return lost, lostGood
-}
-
-// busyLatency is the latency at a's SLO quantile over the requests that
-// ended in its busy stretch, a dropped one counting as later than any
-// completed (it never met the target); ok is false when none ended there,
-// and v is +Inf when the quantile falls on a dropped request.
-func busyLatency(a *tenantAcc) (v float64, ok bool) {
-	peak := 0
-	for _, m := range a.minutes {
-		peak = max(peak, m.ended)
-	}
-	if peak == 0 {
-		return 0, false
-	}
-	// the busy minutes' latencies, copied into one allocation
-	size := 0
-	for _, m := range a.minutes {
-		if float64(m.ended) >= BusyFraction*float64(peak) {
-			size += m.end - m.start
-		}
-	}
-	lat := make([]float32, 0, size)
-	dropped := 0
-	for _, m := range a.minutes {
-		if float64(m.ended) >= BusyFraction*float64(peak) {
-			lat = append(lat, a.latencies[m.start:m.end]...)
-			dropped += max(0, m.ended-(m.end-m.start))
-		}
-	}
-	n := len(lat) + dropped
-	if n == 0 {
-		return 0, false
-	}
-	i := nearestRank(n, a.sloQuantile)
-	if i >= len(lat) {
-		return math.Inf(1), true
-	}
-	if len(lat) < radixMin {
-		// lat is this call's own copy: selected in place
-		return round6(float64(orderStats(lat, i)[0])), true
-	}
-	return round6(float64(orderStats32(lat, i)[0])), true
 }
