@@ -17,8 +17,10 @@ package report
 import (
 	"cmp"
 	"math"
+	"math/bits"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -307,17 +309,66 @@ func nearestRank(n int, q float64) int {
 	return max(0, min(int(math.Ceil(q*float64(n)))-1, n-1))
 }
 
-// Attainment returns good/ended, or nil when no request ended. ended is
-// every request that left the server: completed plus dropped (rejected by
-// a full queue or lost with the process). A dropped request is not good:
-// counting only completed ones would make a tenant whose queue overflows
-// look better the more it rejects.
+// Attainment returns good/ended rounded down to 6 significant digits
+// (floorRatio), or nil when no request ended. ended is every request that
+// left the server: completed plus dropped (rejected by a full queue or
+// lost with the process). A dropped request is not good: counting only
+// completed ones would make a tenant whose queue overflows look better
+// the more it rejects.
 func Attainment(good, ended int) *float64 {
 	if ended <= 0 {
 		return nil
 	}
-	v := round6(float64(good) / float64(ended))
+	v := floorRatio(good, ended)
 	return &v
+}
+
+// floorRatio is good/ended (ended > 0) rounded down to 6 significant
+// digits, worked out in integers: an attainment rounded to nearest could
+// reach its SLO's quantile when it fell short (2,474,999 of 2,500,000 is
+// 0.99 at 6 digits, not met), and so never does.
+func floorRatio(good, ended int) float64 {
+	v := float64(good) / float64(ended)
+	if good <= 0 || good >= ended {
+		return round6(v) // 0, or all (1) and beyond: exact
+	}
+	// the decimal places of 6 significant digits, by v's magnitude and
+	// then by the digits themselves (v rounds to 1 just under it)
+	p := 5 - int(math.Floor(math.Log10(v)))
+	for {
+		if p > 19 { // under 10^-14: 10^p is past uint64
+			return math.Floor(v*math.Pow10(p)) / math.Pow10(p)
+		}
+		hi, lo := bits.Mul64(uint64(good), pow10(p))
+		q, _ := bits.Div64(hi, lo, uint64(ended)) // good < ended: hi < ended
+		switch {
+		case q < 1e5:
+			p++
+		case q >= 1e6:
+			p--
+		default:
+			return float64(q) / math.Pow10(p)
+		}
+	}
+}
+
+// pow10 is 10^p for 0 <= p <= 19.
+func pow10(p int) uint64 {
+	n := uint64(1)
+	for range p {
+		n *= 10
+	}
+	return n
+}
+
+// FloorPercent renders an attainment (0-1) as a percentage with one
+// decimal, rounded down as Attainment is: a printed figure reaches a
+// quantile only when the attainment does ("98.9%" for 0.989999).
+func FloorPercent(v float64) string {
+	// v is within rounding of a decimal of 6 digits (or a mean of such
+	// over seeds): the ten-millionth of a tenth added keeps a figure on
+	// a tenth from falling below it
+	return strconv.FormatFloat(math.Floor(v*1000+1e-7)/10, 'f', 1, 64) + "%"
 }
 
 // sloAttainment is the attainment of a tenant with an SLO; nil without one.
