@@ -4,19 +4,23 @@
 //
 // Every figure is computed from the windows alone, so the same windows give
 // the same bytes: percentiles are nearest-rank over the exact request
-// latencies; SLO attainment is good requests over completed plus dropped
-// ones (a request the server rejected or lost did not meet its
-// objective; under an ITL SLO, good tokens over those served and those
-// the dropped requests will never produce: TenantWindow.Ended), and over
-// the whole run also those still waiting at its end that are already
-// past the target; shares and utilization are time-weighted means.
+// latencies (where a window kept a sample of them, each kept one weighing
+// its window's requests over those kept: weighted.go); SLO attainment is
+// good requests over completed plus dropped ones (a request the server
+// rejected or lost did not meet its objective; under an ITL SLO, good
+// tokens over those served and those the dropped requests will never
+// produce: TenantWindow.Ended), and over the whole run also those still
+// waiting at its end that are already past the target; shares and
+// utilization are time-weighted means.
 package report
 
 import (
 	"cmp"
 	"math"
+	"math/bits"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -138,13 +142,26 @@ type tenantAcc struct {
 	minutes []minuteSpan
 	// spans are the tenant's steps, for windowed quantiles.
 	spans []stepSpan
+	// sampled are the steps whose window kept a sample of what it
+	// judged (sampledSpan), in step order; none when every window kept
+	// every latency.
+	sampled []sampledSpan
 }
 
 // minuteSpan is one goodput window of a tenant: how many of its requests
-// ended there and where the window's latencies are in tenantAcc.latencies.
+// ended there, how many of them were dropped, and where the window's
+// latencies are in tenantAcc.latencies and its steps in tenantAcc.spans.
 type minuteSpan struct {
 	ended      int
 	start, end int
+	// dropped is what ended without a latency (TenantWindow.Ended less
+	// Judged: dropped requests, under an ITL SLO their missed tokens),
+	// each later than any completed; sampled is what completed but its
+	// windows did not keep (Judged less kept, where a window kept a
+	// sample), each standing behind the latencies kept beside it
+	// (weighted). spanFrom and spanTo are its steps in tenantAcc.spans.
+	dropped, sampled int
+	spanFrom, spanTo int
 	// work is the tenant's work in the window, good that of it on GPUs
 	// whose SLOs held (filled when the window closes)
 	work, good float64
@@ -202,7 +219,8 @@ func (r *Recorder) Add(w WindowStats) {
 		}
 		a.gpu = tw.GPU
 		for len(a.minutes) <= r.minuteN {
-			a.minutes = append(a.minutes, minuteSpan{start: len(a.latencies), end: len(a.latencies)})
+			a.minutes = append(a.minutes, minuteSpan{start: len(a.latencies), end: len(a.latencies),
+				spanFrom: len(a.spans), spanTo: len(a.spans)})
 		}
 		from := len(a.latencies)
 		if need := from + len(tw.Latencies); need > cap(a.latencies) {
@@ -216,6 +234,13 @@ func (r *Recorder) Add(w WindowStats) {
 		}
 		a.spans = append(a.spans, stepSpan{step: len(r.steps), start: from, end: len(a.latencies)})
 		mn := &a.minutes[r.minuteN]
+		mn.spanTo = len(a.spans)
+		judged, kept := tw.Judged(), len(tw.Latencies)
+		if kept > 0 && judged > kept {
+			a.sampled = append(a.sampled, sampledSpan{span: len(a.spans) - 1, judged: judged})
+			mn.sampled += judged - kept
+		}
+		mn.dropped += max(0, tw.Ended()-judged)
 		mn.ended += tw.Ended()
 		mn.work += tw.Work
 		mn.end = len(a.latencies)
@@ -284,17 +309,66 @@ func nearestRank(n int, q float64) int {
 	return max(0, min(int(math.Ceil(q*float64(n)))-1, n-1))
 }
 
-// Attainment returns good/ended, or nil when no request ended. ended is
-// every request that left the server: completed plus dropped (rejected by
-// a full queue or lost with the process). A dropped request is not good:
-// counting only completed ones would make a tenant whose queue overflows
-// look better the more it rejects.
+// Attainment returns good/ended rounded down to 6 significant digits
+// (floorRatio), or nil when no request ended. ended is every request that
+// left the server: completed plus dropped (rejected by a full queue or
+// lost with the process). A dropped request is not good: counting only
+// completed ones would make a tenant whose queue overflows look better
+// the more it rejects.
 func Attainment(good, ended int) *float64 {
 	if ended <= 0 {
 		return nil
 	}
-	v := round6(float64(good) / float64(ended))
+	v := floorRatio(good, ended)
 	return &v
+}
+
+// floorRatio is good/ended (ended > 0) rounded down to 6 significant
+// digits, worked out in integers: an attainment rounded to nearest could
+// reach its SLO's quantile when it fell short (2,474,999 of 2,500,000 is
+// 0.99 at 6 digits, not met), and so never does.
+func floorRatio(good, ended int) float64 {
+	v := float64(good) / float64(ended)
+	if good <= 0 || good >= ended {
+		return round6(v) // 0, or all (1) and beyond: exact
+	}
+	// the decimal places of 6 significant digits, by v's magnitude and
+	// then by the digits themselves (v rounds to 1 just under it)
+	p := 5 - int(math.Floor(math.Log10(v)))
+	for {
+		if p > 19 { // under 10^-14: 10^p is past uint64
+			return math.Floor(v*math.Pow10(p)) / math.Pow10(p)
+		}
+		hi, lo := bits.Mul64(uint64(good), pow10(p))
+		q, _ := bits.Div64(hi, lo, uint64(ended)) // good < ended: hi < ended
+		switch {
+		case q < 1e5:
+			p++
+		case q >= 1e6:
+			p--
+		default:
+			return float64(q) / math.Pow10(p)
+		}
+	}
+}
+
+// pow10 is 10^p for 0 <= p <= 19.
+func pow10(p int) uint64 {
+	n := uint64(1)
+	for range p {
+		n *= 10
+	}
+	return n
+}
+
+// FloorPercent renders an attainment (0-1) as a percentage with one
+// decimal, rounded down as Attainment is: a printed figure reaches a
+// quantile only when the attainment does ("98.9%" for 0.989999).
+func FloorPercent(v float64) string {
+	// v is within rounding of a decimal of 6 digits (or a mean of such
+	// over seeds): the ten-millionth of a tenth added keeps a figure on
+	// a tenth from falling below it
+	return strconv.FormatFloat(math.Floor(v*1000+1e-7)/10, 'f', 1, 64) + "%"
 }
 
 // sloAttainment is the attainment of a tenant with an SLO; nil without one.
@@ -474,7 +548,7 @@ func (r *Recorder) summarize() Summary {
 	st := make([]stats, len(names))
 	parallel.Each(len(names), func(i int) {
 		a := r.tenants[names[i]]
-		st[i].p50, st[i].p99 = quantiles32(a.latencies)
+		st[i].p50, st[i].p99 = a.quantiles()
 		if a.sloTarget > 0 {
 			st[i].busy, st[i].busyOK = busyLatency(a)
 		}
@@ -583,46 +657,4 @@ func Unredone(redo int, minutes []MinuteWork) (lost, lostGood float64) {
 		lostGood += take * min(1, m.Good/m.Work)
 	}
 	return lost, lostGood
-}
-
-// busyLatency is the latency at a's SLO quantile over the requests that
-// ended in its busy stretch, a dropped one counting as later than any
-// completed (it never met the target); ok is false when none ended there,
-// and v is +Inf when the quantile falls on a dropped request.
-func busyLatency(a *tenantAcc) (v float64, ok bool) {
-	peak := 0
-	for _, m := range a.minutes {
-		peak = max(peak, m.ended)
-	}
-	if peak == 0 {
-		return 0, false
-	}
-	// the busy minutes' latencies, copied into one allocation
-	size := 0
-	for _, m := range a.minutes {
-		if float64(m.ended) >= BusyFraction*float64(peak) {
-			size += m.end - m.start
-		}
-	}
-	lat := make([]float32, 0, size)
-	dropped := 0
-	for _, m := range a.minutes {
-		if float64(m.ended) >= BusyFraction*float64(peak) {
-			lat = append(lat, a.latencies[m.start:m.end]...)
-			dropped += max(0, m.ended-(m.end-m.start))
-		}
-	}
-	n := len(lat) + dropped
-	if n == 0 {
-		return 0, false
-	}
-	i := nearestRank(n, a.sloQuantile)
-	if i >= len(lat) {
-		return math.Inf(1), true
-	}
-	if len(lat) < radixMin {
-		// lat is this call's own copy: selected in place
-		return round6(float64(orderStats(lat, i)[0])), true
-	}
-	return round6(float64(orderStats32(lat, i)[0])), true
 }

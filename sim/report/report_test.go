@@ -74,9 +74,15 @@ func TestAttainment(t *testing.T) {
 	for _, tc := range []struct {
 		good, total int
 		want        float64
-	}{{9, 10, 0.9}, {10, 10, 1}, {0, 4, 0}, {2, 3, 0.666667}} {
+	}{
+		{9, 10, 0.9}, {10, 10, 1}, {0, 4, 0}, {99, 100, 0.99}, {29, 100, 0.29},
+		// rounded down, never up to a quantile not reached
+		{2, 3, 0.666666}, {2_474_999, 2_500_000, 0.989999}, {9_999_999, 10_000_000, 0.999999},
+		{1, 7, 0.142857}, {1, 3_000_000, 3.33333e-7}, {1, 1 << 62, 2.16840e-19},
+		{1 << 62, 1<<62 + 1, 0.999999},
+	} {
 		if a := Attainment(tc.good, tc.total); a == nil || *a != tc.want {
-			t.Errorf("Attainment(%d, %d) = %v, want %v", tc.good, tc.total, a, tc.want)
+			t.Errorf("Attainment(%d, %d) = %v, want %v", tc.good, tc.total, ptr(a), tc.want)
 		}
 	}
 }

@@ -324,7 +324,7 @@ func (l latencyTenant) String(seeds int) string {
 	if l.served == 0 {
 		return fmt.Sprintf("%s no requests (%d/%d)", l.name, l.met, seeds)
 	}
-	return fmt.Sprintf("%s %.1f%% (%d/%d)", l.name, 100*l.attainment, l.met, seeds)
+	return fmt.Sprintf("%s %s (%d/%d)", l.name, report.FloorPercent(l.attainment), l.met, seeds)
 }
 
 // latencyTenants are the tenants with an SLO in any of p's runs, sorted

@@ -163,6 +163,31 @@ func TestUnservedLatencyTenant(t *testing.T) {
 	}
 }
 
+// TestAttainmentCellRoundsDown: the mean attainment over seeds prints
+// rounded down to 0.1%, so that it reads as reaching a p99 quantile only
+// where it does.
+func TestAttainmentCellRoundsDown(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	b := func(v bool) *bool { return &v }
+	chat := func(att float64, met bool) []report.TenantSummary {
+		return []report.TenantSummary{{Tenant: "chat", SLOQuantile: 0.99, SLOTarget: 1, Attainment: f(att), SLOMet: b(met)}}
+	}
+	for _, tc := range []struct {
+		name string
+		p    *policyRuns
+		want string
+	}{
+		{"just short", &policyRuns{sums: []report.Summary{{Tenants: chat(0.989999, false)}}}, "chat 98.9% (0/1)"},
+		{"reached", &policyRuns{sums: []report.Summary{{Tenants: chat(0.99, true)}}}, "chat 99.0% (1/1)"},
+		{"mean just short", &policyRuns{sums: []report.Summary{{Tenants: chat(0.99, true)}, {Tenants: chat(0.989999, false)}}}, "chat 98.9% (1/2)"},
+		{"mean on a tenth", &policyRuns{sums: []report.Summary{{Tenants: chat(0.981, false)}, {Tenants: chat(0.983, false)}}}, "chat 98.2% (0/2)"},
+	} {
+		if got := attainmentCell(tc.p); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 // cells splits a markdown row into its cells.
 func cells(row string) []string {
 	c := strings.Split(strings.TrimSuffix(strings.TrimPrefix(row, "|"), "|"), "|")
