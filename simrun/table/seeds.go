@@ -18,7 +18,18 @@ type stat struct{ vals []float64 }
 
 func (s *stat) add(v float64) { s.vals = append(s.vals, v) }
 
-func (s stat) String() string {
+func (s stat) String() string { return s.format(false) }
+
+// attainment is s, a percentage attained, with its mean rounded down to
+// a tenth: rounded to the nearest, a mean short of a quantile (98.96 of
+// 99) would print as reaching it.
+type attainment struct{ stat }
+
+func (a attainment) String() string { return a.format(true) }
+
+// format is s's mean ± its standard deviation, the mean rounded down to a
+// tenth where floor is true and to 3 significant digits otherwise.
+func (s stat) format(floor bool) string {
 	if len(s.vals) == 0 {
 		return "-"
 	}
@@ -35,7 +46,12 @@ func (s stat) String() string {
 	if len(s.vals) > 1 {
 		sd = math.Sqrt(ss / float64(len(s.vals)-1))
 	}
-	return fmt.Sprintf("%s ± %s", strconv.FormatFloat(mean, 'g', 3, 64), strconv.FormatFloat(sd, 'g', 3, 64))
+	m := strconv.FormatFloat(mean, 'g', 3, 64)
+	if floor {
+		// (the ten-millionth of a tenth keeps a mean on a tenth from falling below it)
+		m = strconv.FormatFloat(math.Floor(mean*10+1e-7)/10, 'f', 1, 64)
+	}
+	return fmt.Sprintf("%s ± %s", m, strconv.FormatFloat(sd, 'g', 3, 64))
 }
 
 // WriteSeedStats writes, for runs of one scenario under policy on several
@@ -44,8 +60,9 @@ func (s stat) String() string {
 // which it never served (no request ended).
 func WriteSeedStats(w io.Writer, policy string, sums []report.Summary, rates []simrun.ChangeRate) error {
 	type acc struct {
-		att, slack, p99, rps, work, good stat
-		met, held                        int
+		att                         attainment
+		slack, p99, rps, work, good stat
+		met, held                   int
 	}
 	var order []string
 	by := map[string]*acc{}

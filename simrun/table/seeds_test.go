@@ -35,7 +35,7 @@ func TestSeedStatsUnservedTenant(t *testing.T) {
 	if err := WriteSeedStats(&b, "autotune", sums, []simrun.ChangeRate{{}, {}}); err != nil {
 		t.Fatal(err)
 	}
-	if want := "late    50 ± 70.7     1 of 2"; !strings.Contains(b.String(), want) {
+	if want := "late    50.0 ± 70.7   1 of 2"; !strings.Contains(b.String(), want) {
 		t.Errorf("no %q in:\n%s", want, b.String())
 	}
 }
@@ -57,6 +57,34 @@ func TestSeedStatsNoSLO(t *testing.T) {
 		}
 		if !strings.Contains(b.String(), tc.want) {
 			t.Errorf("%s: no %q in:\n%s", tc.name, tc.want, b.String())
+		}
+	}
+}
+
+// A mean attainment short of its quantile never prints as reaching it:
+// 98.96 (98.92 and 99.0) read "99" at 3 significant digits.
+func TestSeedStatsAttainmentRoundsDown(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		a, b float64
+		want string
+	}{
+		{0.9892, 0.99, "chat    98.9 ± "},
+		{0.99, 0.99, "chat    99.0 ± 0 "},
+		{0.999, 1, "chat    99.9 ± "},
+		{1, 1, "chat    100.0 ± 0 "},
+	} {
+		sums := []report.Summary{
+			{Tenants: []report.TenantSummary{{Tenant: "chat", SLOQuantile: 0.99, SLOTarget: 1, Attainment: f(tc.a)}}},
+			{Tenants: []report.TenantSummary{{Tenant: "chat", SLOQuantile: 0.99, SLOTarget: 1, Attainment: f(tc.b)}}},
+		}
+		sums[0].Meta.Scenario = "one"
+		var b strings.Builder
+		if err := WriteSeedStats(&b, "autotune", sums, []simrun.ChangeRate{{}, {}}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%v, %v: no %q in:\n%s", tc.a, tc.b, tc.want, b.String())
 		}
 	}
 }
