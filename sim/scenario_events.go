@@ -19,6 +19,10 @@ func (p *parser) validateEvents(sc *Scenario, names map[string]int) error {
 		if e.At < 0 {
 			return p.errAt(at("at"), "event time must not be negative")
 		}
+		// (a run is at most maxDuration long: a later event never comes)
+		if err := p.checkDurations([]durationAt{{at("at"), e.At}}); err != nil {
+			return err
+		}
 		if e.Action == "" {
 			e.Action = "rate"
 		}
