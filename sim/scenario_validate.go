@@ -92,6 +92,9 @@ func (p *parser) validate(sc *Scenario) error {
 	if len(sc.Tenants) > maxTenants {
 		return p.errAt([]any{"tenants", maxTenants}, "a scenario has at most %d tenants, this one %d", maxTenants, len(sc.Tenants))
 	}
+	if err := p.checkTexts(sc); err != nil {
+		return err
+	}
 	uuids := map[string]bool{}
 	for i := range sc.GPUs {
 		g := &sc.GPUs[i]
