@@ -261,6 +261,9 @@ func (p *parser) validate(sc *Scenario) error {
 			}
 			pids[t.VM.HostPID] = true
 		}
+		if err := p.unreadTenantKey(sc, t, g, at); err != nil {
+			return err
+		}
 		if t.Process.UID == nil {
 			uid := 1000
 			t.Process.UID = &uid
