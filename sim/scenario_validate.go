@@ -60,6 +60,14 @@ const (
 	minBandwidth = 1e6
 	// minBurstRate is the least burst_rate of a bursty arrival process.
 	minBurstRate = 1e-3
+	// maxVGPUTimeSlice bounds a vGPU host's time slices (max_timeslice,
+	// and so min_timeslice and timeslice): NVML's scheduler state and
+	// capabilities hold them as nanoseconds in an unsigned int.
+	maxVGPUTimeSlice = Duration(math.MaxUint32)
+	// maxVMWeight bounds a VM's fixed-share weight, which stands for its
+	// vGPU type's share of the GPU: the largest type against the smallest
+	// is at most 141 to 1 here (H200-141C against H200-1C).
+	maxVMWeight = 1000
 	// maxTokens bounds a request's prompt and output tokens: an LLM
 	// workload's context_tokens and generated_tokens, and a trace row's.
 	maxTokens = 10_000_000
@@ -184,6 +192,8 @@ func (p *parser) validate(sc *Scenario) error {
 		} else if !slices.Contains(vgpuPolicies, g.VGPU.Policy) {
 			return p.errAt(at("vgpu", "policy"), "unknown vGPU scheduler policy %q (%s)", g.VGPU.Policy, vgpuPolicyList())
 		}
+		// See docs/calibration.md, vGPU: the default slice and bounds are
+		// leads, the 100us floor a guess, the ceiling NVML's.
 		if g.VGPU.MinTimeSlice == 0 {
 			g.VGPU.MinTimeSlice = Duration(time.Millisecond)
 		}
@@ -193,8 +203,8 @@ func (p *parser) validate(sc *Scenario) error {
 		if g.VGPU.TimeSlice == 0 {
 			g.VGPU.TimeSlice = Duration(2 * time.Millisecond)
 		}
-		if g.VGPU.MinTimeSlice < Duration(100*time.Microsecond) || g.VGPU.MaxTimeSlice < g.VGPU.MinTimeSlice {
-			return p.errAt(at("vgpu"), "vGPU time slice bounds [%v, %v]: min must be at least 100us and max at least min", g.VGPU.MinTimeSlice, g.VGPU.MaxTimeSlice)
+		if g.VGPU.MinTimeSlice < Duration(100*time.Microsecond) || g.VGPU.MaxTimeSlice < g.VGPU.MinTimeSlice || g.VGPU.MaxTimeSlice > maxVGPUTimeSlice {
+			return p.errAt(at("vgpu"), "vGPU time slice bounds [%v, %v]: min must be at least 100us, max at least min and at most %v (NVML's, nanoseconds in 32 bits)", g.VGPU.MinTimeSlice, g.VGPU.MaxTimeSlice, time.Duration(maxVGPUTimeSlice))
 		}
 		if g.VGPU.TimeSlice < g.VGPU.MinTimeSlice || g.VGPU.TimeSlice > g.VGPU.MaxTimeSlice {
 			return p.errAt(at("vgpu", "timeslice"), "vGPU time slice %v outside [%v, %v]", g.VGPU.TimeSlice, g.VGPU.MinTimeSlice, g.VGPU.MaxTimeSlice)
@@ -306,6 +316,8 @@ func (p *parser) validate(sc *Scenario) error {
 		}
 		if t.VM.Weight == 0 {
 			t.VM.Weight = 1
+		} else if t.VM.Weight > maxVMWeight {
+			return p.errAt(at("vm", "weight"), "vm.weight must be in [1, %d], got %d", maxVMWeight, t.VM.Weight)
 		}
 		if t.VM.Name == "" {
 			t.VM.Name = "vm-" + t.Name
