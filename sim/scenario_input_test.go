@@ -25,15 +25,7 @@ func TestEventAndUIDChecked(t *testing.T) {
 		{"uid 0", head + "  - {name: a, process: {uid: 0}, " + dnn + "}\n", ""},
 		{"largest uid", head + "  - {name: a, process: {uid: 4294967294}, " + dnn + "}\n", ""},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := ParseScenario("x.yaml", []byte(c.src))
-			switch {
-			case c.want == "" && err != nil:
-				t.Errorf("%s\n%v, want it to load", c.src, err)
-			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-				t.Errorf("%s\n%v, want %q", c.src, err, c.want)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { wantParse(t, c.src, c.want) })
 	}
 }
 
@@ -94,5 +86,18 @@ func TestPodUIDChecked(t *testing.T) {
 				t.Errorf("%v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// wantParse fails t unless ParseScenario of src (as x.yaml) loads, for a
+// want of "", or fails with an error holding want.
+func wantParse(t *testing.T, src, want string) {
+	t.Helper()
+	_, err := ParseScenario("x.yaml", []byte(src))
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("%.300s\n%v, want it to load", src, err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Errorf("%.300s\n%v, want %q", src, err, want)
 	}
 }
