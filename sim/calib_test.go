@@ -130,12 +130,16 @@ events:
 }
 
 // mpsPair is a scenario of n training clients on one H100 shared by mode,
-// each with an active-thread cap of 0.5.
+// each with an active-thread cap of 0.5 under MPS.
 func mpsPair(mode string, n int, flops, bytes string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: mps\ngpus:\n  - model: H100-SXM5-80GB\n    sharing: %s\n    locked_clocks: {min: 1980, max: 1980}\ntenants:\n", mode)
+	threads := ""
+	if mode == "mps" {
+		threads = "    mps_active_threads: 0.5\n"
+	}
 	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "  - name: t%d\n    mps_active_threads: 0.5\n    memory: 8GiB\n    workload: {type: training, flops: %s, bytes: %s}\n", i, flops, bytes)
+		fmt.Fprintf(&b, "  - name: t%d\n%s    memory: 8GiB\n    workload: {type: training, flops: %s, bytes: %s}\n", i, threads, flops, bytes)
 	}
 	return b.String()
 }

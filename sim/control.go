@@ -225,7 +225,7 @@ func (s *Simulator) SetVGPUScheduler(ctx context.Context, uuid string, set gpu.V
 	}
 	ts := set.TimeSlice
 	if ts == 0 {
-		ts = 2 * time.Millisecond
+		ts = 2 * time.Millisecond // the default, a lead (docs/calibration.md, vGPU)
 	}
 	if ts < time.Duration(v.MinTimeSlice) || ts > time.Duration(v.MaxTimeSlice) {
 		return fmt.Errorf("sim: time slice %v outside [%v, %v]", ts, v.MinTimeSlice, v.MaxTimeSlice)

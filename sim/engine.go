@@ -66,8 +66,11 @@ const (
 	droopStartC = 70.0
 	droopFullC  = 85.0
 	thermalTauS = 30.0
-	ambientC    = 30.0
-	cPerWatt    = 0.08
+	// The temperature settles at ambientC + cPerWatt x power (guesses,
+	// docs/calibration.md, clocks and power: 86 °C at 700 W, the droop
+	// from 500 W).
+	ambientC = 30.0
+	cPerWatt = 0.08
 	// jitterAmp is the unlocked clock's random variation, redrawn every
 	// jitterPeriodNs (lead); locked clocks have none. The period is also
 	// the longest step of a busy GPU (steadyUntil), over which the power

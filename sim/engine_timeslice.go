@@ -200,35 +200,40 @@ func (d *domain) pick(t int64) (int, int64) {
 	for k := 1; k <= n; k++ {
 		i := d.after(k)
 		m := d.members[i]
-		slot := int64(v.TimeSlice)
 		switch v.Policy {
 		case gpu.VGPUPolicyBestEffort:
 			if !m.want {
 				continue
 			}
-			if v.ARR {
-				// Adaptive round robin: a VM that keeps a backlog gets a
-				// longer slice, within [min, max].
-				f := 1 + float64(m.arrBacklog)/float64(v.AvgFactor)
-				slot = int64(float64(slot) * f)
-			}
 		case gpu.VGPUPolicyEqualShare:
 			if !m.alive {
 				continue
 			}
-		case gpu.VGPUPolicyFixedShare:
-			slot = int64(v.TimeSlice) * int64(m.spec.VM.Weight)
 		}
-		// Slices stay within [min, max]; only fixed share's weighted slots
-		// (weight x time slice) may go beyond max, weight times at most.
-		hi := int64(v.MaxTimeSlice)
-		if v.Policy == gpu.VGPUPolicyFixedShare {
-			hi *= int64(max(1, m.spec.VM.Weight))
-		}
-		slot = min(max(slot, int64(v.MinTimeSlice)), hi)
-		return i, slot
+		return i, vgpuSlot(v, m.spec.VM.Weight, m.arrBacklog)
 	}
 	return -1, 0
+}
+
+// vgpuSlot is the length (ns) of a VM's slot under v: the time slice;
+// with adaptive round robin, longer for a VM that keeps a backlog; under
+// fixed share, weight times. Slices stay within [min, max]; only fixed
+// share's weighted slots may go beyond max, weight times at most. The
+// product is taken in float64 and bounded before it is an int64, and a
+// slot is at most maxDuration (no run is longer): a product past int64's
+// range wrapped, and the heavier VM got the shortest slot.
+func vgpuSlot(v *VGPUSpec, weight uint32, backlog int) int64 {
+	slot, hi := float64(v.TimeSlice), float64(v.MaxTimeSlice)
+	switch v.Policy {
+	case gpu.VGPUPolicyBestEffort:
+		if v.ARR {
+			slot *= 1 + float64(backlog)/float64(v.AvgFactor)
+		}
+	case gpu.VGPUPolicyFixedShare:
+		slot *= float64(weight)
+		hi *= float64(max(1, weight))
+	}
+	return int64(min(max(slot, float64(v.MinTimeSlice)), hi, float64(maxDuration)))
 }
 
 // after is the index of the k-th member (1 <= k <= len(members)) after

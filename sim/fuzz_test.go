@@ -3,8 +3,10 @@ package sim
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,8 +74,9 @@ func addScenarioSeeds(f *testing.F) {
 	}
 }
 
-// FuzzParseTrace: any CSV either fails with a file:line error or yields a
-// non-empty, monotonic trace whose loop period covers its offsets (a
+// FuzzParseTrace: any CSV either fails with a file:line error, the line
+// one of the file's (and the one that holds a bad timestamp it quotes), or
+// yields a non-empty, monotonic trace whose loop period covers its offsets (a
 // period of 0, every request at one instant, replays over the rate limit,
 // which the scenario refuses).
 func FuzzParseTrace(f *testing.F) {
@@ -81,12 +84,15 @@ func FuzzParseTrace(f *testing.F) {
 	f.Add([]byte("ContextTokens,TIMESTAMP,GeneratedTokens,extra\n12,2023-11-16 18:15:46,3,x\n"))
 	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:50,1,1\n2023-11-16 18:15:46,1,1\n"))
 	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:50,10000000,1\n2023-11-16 18:15:51,9223372036854775807,10000001\n"))
+	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n\n\n2023-11-16 18:15:46,1,1\n\nnoon,1,1\n"))
+	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens,note\n2023-11-16 18:15:46,1,1,\"a\nb\"\n1,2\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := parseTrace("t.csv", bytes.NewReader(data), maxTraceRows)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "t.csv") {
 				t.Fatalf("error does not name the file: %v", err)
 			}
+			checkTraceErrorLine(t, data, err)
 			return
 		}
 		n := len(tr.offsets)
@@ -109,4 +115,28 @@ func FuzzParseTrace(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkTraceErrorLine fails t when err, parseTrace's of data, names a line
+// that data does not have, names a line twice (csv's "record on line N"
+// after the file's), or quotes a bad TIMESTAMP that the line it names
+// does not hold (one of no line break or quote, written as it is read).
+func checkTraceErrorLine(t *testing.T, data []byte, err error) {
+	msg := strings.TrimPrefix(err.Error(), "t.csv")
+	if len(msg) < 2 || msg[0] != ':' || msg[1] < '0' || msg[1] > '9' {
+		return // an error of the whole file ("t.csv: empty")
+	}
+	num, rest, _ := strings.Cut(msg[1:], ":")
+	n, convErr := strconv.Atoi(num)
+	lines := strings.Split(string(data), "\n")
+	if convErr != nil || n < 1 || n > len(lines) {
+		t.Fatalf("error %v names no line of the file's %d", err, len(lines))
+	}
+	if strings.Contains(rest, "on line") {
+		t.Fatalf("error %v names a line twice", err)
+	}
+	var ts string
+	if _, err := fmt.Sscanf(rest, " bad TIMESTAMP %q", &ts); err == nil && ts != "" && !strings.ContainsAny(ts, "\r\n\"") && !strings.Contains(lines[n-1], ts) {
+		t.Fatalf("error names line %d, %q, which does not hold %q", n, lines[n-1], ts)
+	}
 }

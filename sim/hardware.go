@@ -53,9 +53,10 @@ type migProfile struct {
 
 const gb = 1e9
 
-// The MIG profiles of docs/calibration.md, MIG. The 3g and 4g SM counts on
-// H200 are reported figures; the 1g/2g/7g SM counts and the per-profile
-// instance counts are leads (16 SMs per compute slice as on H100).
+// The MIG profiles of docs/calibration.md, MIG, which lists each one's SMs
+// and their source: the 3g and 4g SM counts are reported on H200 (and
+// taken for H100); 7g is the whole GPU's 132; the 1g and 2g counts (16 SMs
+// a compute slice) and the per-profile instance counts are leads.
 var (
 	h100Profiles = []migProfile{
 		{"1g.10gb", 16, 1, 1, 7, 10 * gb},

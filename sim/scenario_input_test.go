@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestEventAndUIDChecked: an event without at (which ran at the start)
-// and a uid that is no user ID (-1 ran as a process of user -1) are
+// TestEventAndUIDChecked: an event without at (which ran at the start),
+// one later than a run can last (accepted, and never came) and a uid that is no user ID (-1 ran as a process of user -1) are
 // refused at their line; the same scenarios with at: 0s and a valid uid
 // load.
 func TestEventAndUIDChecked(t *testing.T) {
@@ -18,20 +18,14 @@ func TestEventAndUIDChecked(t *testing.T) {
 		{"event without at", head + "  - {name: a, " + dnn + "}\nevents:\n  - {tenant: a, rate: 5}\n", "x.yaml:7: an event needs at: its time from the start"},
 		{"action without at", head + "  - {name: a, " + dnn + "}\nevents:\n  - {at: 1s, tenant: a, action: stop}\n  - {tenant: a, action: start}\n", "x.yaml:8: an event needs at"},
 		{"event at 0s", head + "  - {name: a, " + dnn + "}\nevents:\n  - {at: 0s, tenant: a, rate: 5}\n", ""},
+		{"event past a run's longest", head + "  - {name: a, " + dnn + "}\nevents:\n  - {at: 2562047h47m16s, tenant: a, rate: 3}\n", "x.yaml:7: at must be in [0, 168h0m0s], got 2562047h47m16s"},
+		{"event at a run's longest", head + "  - {name: a, " + dnn + "}\nevents:\n  - {at: 168h, tenant: a, rate: 3}\n", ""},
 		{"negative uid", head + "  - {name: a, process: {uid: -1}, " + dnn + "}\n", "x.yaml:5: uid must be a user ID in [0, 4294967294], got -1"},
 		{"uid past uid_t", head + "  - {name: a, process: {uid: 4294967295}, " + dnn + "}\n", "x.yaml:5: uid must be a user ID"},
 		{"uid 0", head + "  - {name: a, process: {uid: 0}, " + dnn + "}\n", ""},
 		{"largest uid", head + "  - {name: a, process: {uid: 4294967294}, " + dnn + "}\n", ""},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := ParseScenario("x.yaml", []byte(c.src))
-			switch {
-			case c.want == "" && err != nil:
-				t.Errorf("%s\n%v, want it to load", c.src, err)
-			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-				t.Errorf("%s\n%v, want %q", c.src, err, c.want)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { wantParse(t, c.src, c.want) })
 	}
 }
 
@@ -92,5 +86,18 @@ func TestPodUIDChecked(t *testing.T) {
 				t.Errorf("%v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// wantParse fails t unless ParseScenario of src (as x.yaml) loads, for a
+// want of "", or fails with an error holding want.
+func wantParse(t *testing.T, src, want string) {
+	t.Helper()
+	_, err := ParseScenario("x.yaml", []byte(src))
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("%.300s\n%v, want it to load", src, err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Errorf("%.300s\n%v, want %q", src, err, want)
 	}
 }

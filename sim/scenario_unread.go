@@ -79,3 +79,35 @@ func (p *parser) unreadGPUKey(g *GPUSpec, at func(...any) []any) error {
 	}
 	return nil
 }
+
+// unreadTenantKey refuses a key given to tenant t (on GPU g) that no run
+// of the scenario reads: vm: off a vGPU host (a VM never moves to or from
+// one); mps_active_threads and pinned_memory_limit, a client's own MPS
+// settings, where no GPU or MIG instance of the scenario runs MPS (a
+// tenant elsewhere may move to one, where they apply); qos, container_id
+// and pod_uid beside cgroup, which is the path they would build.
+func (p *parser) unreadTenantKey(sc *Scenario, t *TenantSpec, g *GPUSpec, at func(...any) []any) error {
+	if g.Sharing != string(gpu.SharingVGPU) && yamlconf.Has(p.root, at("vm")...) {
+		return p.errAt(at("vm"), "vm is for a tenant on a GPU with sharing: vgpu; a tenant on a GPU with sharing: %s has no VM", g.Sharing)
+	}
+	if !slices.ContainsFunc(sc.GPUs, runsMPS) {
+		for _, key := range []string{"mps_active_threads", "pinned_memory_limit"} {
+			if yamlconf.Has(p.root, at(key)...) {
+				return p.errAt(at(key), "%s is an MPS client's; no GPU or MIG instance of this scenario runs MPS (sharing: mps), so no run reads it", key)
+			}
+		}
+	}
+	if t.Process.Cgroup != "" {
+		for _, key := range []string{"qos", "container_id", "pod_uid"} {
+			if yamlconf.Has(p.root, at("process", key)...) {
+				return p.errAt(at("process", key), "process.%s builds the cgroup path, which process.cgroup gives as it is: it is not read beside it", key)
+			}
+		}
+	}
+	return nil
+}
+
+// runsMPS says whether g, or one of its MIG instances, runs MPS.
+func runsMPS(g GPUSpec) bool {
+	return g.Sharing == string(gpu.SharingMPS) || slices.ContainsFunc(g.MIG, func(m MIGSpec) bool { return m.Sharing == string(gpu.SharingMPS) })
+}

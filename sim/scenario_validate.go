@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -61,6 +60,14 @@ const (
 	minBandwidth = 1e6
 	// minBurstRate is the least burst_rate of a bursty arrival process.
 	minBurstRate = 1e-3
+	// maxVGPUTimeSlice bounds a vGPU host's time slices (max_timeslice,
+	// and so min_timeslice and timeslice): NVML's scheduler state and
+	// capabilities hold them as nanoseconds in an unsigned int.
+	maxVGPUTimeSlice = Duration(math.MaxUint32)
+	// maxVMWeight bounds a VM's fixed-share weight, which stands for its
+	// vGPU type's share of the GPU: the largest type against the smallest
+	// is at most 141 to 1 here (H200-141C against H200-1C).
+	maxVMWeight = 1000
 	// maxTokens bounds a request's prompt and output tokens: an LLM
 	// workload's context_tokens and generated_tokens, and a trace row's.
 	maxTokens = 10_000_000
@@ -92,6 +99,9 @@ func (p *parser) validate(sc *Scenario) error {
 	}
 	if len(sc.Tenants) > maxTenants {
 		return p.errAt([]any{"tenants", maxTenants}, "a scenario has at most %d tenants, this one %d", maxTenants, len(sc.Tenants))
+	}
+	if err := p.checkTexts(sc); err != nil {
+		return err
 	}
 	uuids := map[string]bool{}
 	for i := range sc.GPUs {
@@ -182,6 +192,8 @@ func (p *parser) validate(sc *Scenario) error {
 		} else if !slices.Contains(vgpuPolicies, g.VGPU.Policy) {
 			return p.errAt(at("vgpu", "policy"), "unknown vGPU scheduler policy %q (%s)", g.VGPU.Policy, vgpuPolicyList())
 		}
+		// See docs/calibration.md, vGPU: the default slice and bounds are
+		// leads, the 100us floor a guess, the ceiling NVML's.
 		if g.VGPU.MinTimeSlice == 0 {
 			g.VGPU.MinTimeSlice = Duration(time.Millisecond)
 		}
@@ -191,8 +203,8 @@ func (p *parser) validate(sc *Scenario) error {
 		if g.VGPU.TimeSlice == 0 {
 			g.VGPU.TimeSlice = Duration(2 * time.Millisecond)
 		}
-		if g.VGPU.MinTimeSlice < Duration(100*time.Microsecond) || g.VGPU.MaxTimeSlice < g.VGPU.MinTimeSlice {
-			return p.errAt(at("vgpu"), "vGPU time slice bounds [%v, %v]: min must be at least 100us and max at least min", g.VGPU.MinTimeSlice, g.VGPU.MaxTimeSlice)
+		if g.VGPU.MinTimeSlice < Duration(100*time.Microsecond) || g.VGPU.MaxTimeSlice < g.VGPU.MinTimeSlice || g.VGPU.MaxTimeSlice > maxVGPUTimeSlice {
+			return p.errAt(at("vgpu"), "vGPU time slice bounds [%v, %v]: min must be at least 100us, max at least min and at most %v (NVML's, nanoseconds in 32 bits)", g.VGPU.MinTimeSlice, g.VGPU.MaxTimeSlice, time.Duration(maxVGPUTimeSlice))
 		}
 		if g.VGPU.TimeSlice < g.VGPU.MinTimeSlice || g.VGPU.TimeSlice > g.VGPU.MaxTimeSlice {
 			return p.errAt(at("vgpu", "timeslice"), "vGPU time slice %v outside [%v, %v]", g.VGPU.TimeSlice, g.VGPU.MinTimeSlice, g.VGPU.MaxTimeSlice)
@@ -259,6 +271,9 @@ func (p *parser) validate(sc *Scenario) error {
 			}
 			pids[t.VM.HostPID] = true
 		}
+		if err := p.unreadTenantKey(sc, t, g, at); err != nil {
+			return err
+		}
 		if t.Process.UID == nil {
 			uid := 1000
 			t.Process.UID = &uid
@@ -301,6 +316,8 @@ func (p *parser) validate(sc *Scenario) error {
 		}
 		if t.VM.Weight == 0 {
 			t.VM.Weight = 1
+		} else if t.VM.Weight > maxVMWeight {
+			return p.errAt(at("vm", "weight"), "vm.weight must be in [1, %d], got %d", maxVMWeight, t.VM.Weight)
 		}
 		if t.VM.Name == "" {
 			t.VM.Name = "vm-" + t.Name
@@ -377,114 +394,7 @@ func (p *parser) validate(sc *Scenario) error {
 		}
 		t.VM.HostPID, pids[pid] = pid, true
 	}
-	for i := range sc.Events {
-		e := &sc.Events[i]
-		at := func(k ...any) []any { return append([]any{"events", i}, k...) }
-		if !yamlconf.Has(p.root, at("at")...) {
-			return p.errAt(at(), "an event needs at: its time from the start (0s for the start itself)")
-		}
-		if e.At < 0 {
-			return p.errAt(at("at"), "event time must not be negative")
-		}
-		if e.Action == "" {
-			e.Action = "rate"
-		}
-		e.tenant = -1
-		switch e.Action {
-		case "rate", "start", "stop":
-			idx, ok := names[e.Tenant]
-			if !ok {
-				return p.errAt(at("tenant"), "event for unknown tenant %q", e.Tenant)
-			}
-			e.tenant = idx
-			if e.GPU != nil {
-				return p.errAt(at("gpu"), "a %s event names a tenant, not a GPU", e.Action)
-			}
-		case "xid", "gpu-lost", "gpu-restored":
-			if e.GPU == nil || *e.GPU < 0 || *e.GPU >= len(sc.GPUs) {
-				return p.errAt(at(), "a %s event needs gpu: an index below %d", e.Action, len(sc.GPUs))
-			}
-			if e.Tenant != "" {
-				idx, ok := names[e.Tenant]
-				if !ok || e.Action != "xid" {
-					return p.errAt(at("tenant"), "event for unknown tenant %q", e.Tenant)
-				}
-				e.tenant = idx
-			}
-			if e.Action == "xid" && e.Code == 0 {
-				return p.errAt(at(), "an xid event needs code: the XID number")
-			}
-		case actionNVLinkCRCErrors, actionNVLinkReplays, actionPCIeReplays, actionRowRemapPending, actionRowRemapFailure, actionPageRetired:
-			if err := p.validateHealthEvent(sc, e, at); err != nil {
-				return err
-			}
-		default:
-			return p.errAt(at("action"), "unknown event action %q (rate, start, stop, xid, gpu-lost, gpu-restored, %s, %s, %s, %s, %s, %s)", e.Action,
-				actionNVLinkCRCErrors, actionNVLinkReplays, actionPCIeReplays, actionRowRemapPending, actionRowRemapFailure, actionPageRetired)
-		}
-		switch e.Action {
-		case "rate", "start", "stop":
-			if e.Code != 0 {
-				return p.errAt(at("code"), "an event of action %s has no code", e.Action)
-			}
-		}
-		switch e.Action {
-		case "start", "stop", "xid", "gpu-lost", "gpu-restored":
-			if e.Rate != 0 {
-				return p.errAt(at("rate"), "an event of action %s has no rate", e.Action)
-			}
-		case "rate":
-			if !yamlconf.Has(p.root, at("rate")...) {
-				return p.errAt(at(), "a rate event needs rate: the tenant's requests a second from then on (0 stops its arrivals); or an action (start, stop, ...)")
-			}
-		}
-		if e.Action == "rate" {
-			if !(e.Rate >= 0 && e.Rate <= 1e6) {
-				return p.errAt(at("rate"), "rate must be in [0, 1e6]")
-			}
-			w := sc.Tenants[e.tenant].Workload.Arrival.Process
-			if w == "trace" || w == "closed" {
-				return p.errAt(at("rate"), "a rate event needs a poisson or bursty arrival process, tenant %s has %s", e.Tenant, w)
-			}
-		}
-	}
-	// Events apply in time order; equal times keep file order.
-	slices.SortStableFunc(sc.Events, func(a, b EventSpec) int { return cmp.Compare(a.At, b.At) })
-	// Health events change readings only: out of the events that cut the
-	// engine's steps, so that they cannot change what the workloads do.
-	sc.health = nil
-	sc.Events = slices.DeleteFunc(sc.Events, func(e EventSpec) bool {
-		if isHealthAction(e.Action) {
-			sc.health = append(sc.health, e)
-			return true
-		}
-		return false
-	})
-	return nil
-}
-
-// validateHealthEvent checks a health event: a GPU, no tenant, a rate (for
-// the rising counters only) of at most 1e6 per second.
-func (p *parser) validateHealthEvent(sc *Scenario, e *EventSpec, at func(k ...any) []any) error {
-	if e.GPU == nil || *e.GPU < 0 || *e.GPU >= len(sc.GPUs) {
-		return p.errAt(at(), "a %s event needs gpu: an index below %d", e.Action, len(sc.GPUs))
-	}
-	if e.Tenant != "" {
-		return p.errAt(at("tenant"), "a %s event names a GPU, not a tenant", e.Action)
-	}
-	if e.Code != 0 {
-		return p.errAt(at("code"), "a %s event has no code", e.Action)
-	}
-	if !ratedHealthAction(e.Action) {
-		if e.Rate != 0 {
-			return p.errAt(at("rate"), "a %s event has no rate", e.Action)
-		}
-		return nil
-	}
-	if !(e.Rate >= 0 && e.Rate <= 1e6) {
-		return p.errAt(at("rate"), "rate must be in [0, 1e6] per second")
-	}
-	return nil
+	return p.validateEvents(sc, names)
 }
 
 // defaultMaxQueue is a workload's max_queue when it gives none.

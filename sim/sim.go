@@ -184,6 +184,8 @@ func New(sc *Scenario, opts Options) (*Simulator, error) {
 
 			training: spec.Workload.Type == "training",
 			minJob:   spec.Workload.MinJobTime.Seconds(),
+			// the client's own limit (0: the GPU's default)
+			pinned: uint64(spec.PinnedLimit),
 		}
 		if spec.Workload.Type == "llm" {
 			t.ttft = newHist(ttftBoundsOf(spec.SLO))
@@ -372,14 +374,17 @@ func (d *domain) memFree(except *tenant) int64 {
 	return int64(d.memBytes) - used
 }
 
+// pinnedLimit is the MPS pinned memory limit of t's context: its own (the
+// scenario's pinned_memory_limit, or SetMPSPinnedMemoryLimit's), else its
+// GPU's default; none off MPS, where no server limits it.
 func (t *tenant) pinnedLimit() uint64 {
+	if t.dom == nil || t.dom.kind != schedMPS {
+		return 0
+	}
 	if t.pinned > 0 {
 		return t.pinned
 	}
-	if t.dom != nil && t.dom.kind == schedMPS {
-		return t.dom.g.pinnedDefault
-	}
-	return 0
+	return t.dom.g.pinnedDefault
 }
 
 // startTenant creates the tenant's context at now; it fails with an OOM

@@ -85,16 +85,91 @@ func (t *trace) rate(speedup float64) float64 {
 	return float64(len(t.offsets)) * speedup / t.span.Seconds()
 }
 
+// maxTraceRecordBytes bounds a trace's record (a row; a quoted field may
+// spread it over lines): the shipped trace's are about 40 bytes.
+// encoding/csv builds a record's fields whole before it returns them, about
+// 40 bytes of memory a field, so that one line of 32 MiB of commas took
+// 3 GB; a record of this bound takes a few MB at the most.
+const maxTraceRecordBytes = 64 << 10
+
+// recordTooLong is the error of a record over maxTraceRecordBytes.
+type recordTooLong struct{ line int }
+
+func (e *recordTooLong) Error() string {
+	return fmt.Sprintf("a row longer than %d bytes (a trace's rows are tens of bytes)", maxTraceRecordBytes)
+}
+
+// recordLimiter reads r for a csv.Reader and fails once a record, from a
+// line break outside quotes to the next, is over maxTraceRecordBytes: it
+// hands on no byte past the bound, so the csv.Reader never holds more of
+// a record. A '"' opens or closes a quoted field as csv reads it where
+// the CSV is well formed ("" in a quoted field twice); where it is not,
+// the csv.Reader refuses the line that holds it before it reads on.
+type recordLimiter struct {
+	r      io.Reader
+	n      int  // bytes of the record so far
+	quoted bool // inside a quoted field
+	lines  int  // line breaks read
+	start  int  // the line the record starts on
+	err    error
+}
+
+func (l *recordLimiter) Read(p []byte) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	n, err := l.r.Read(p)
+	for i, c := range p[:n] {
+		if l.n == 0 {
+			l.start = l.lines + 1
+		}
+		l.n++
+		if l.n > maxTraceRecordBytes {
+			l.err = &recordTooLong{line: l.start}
+			return i, l.err
+		}
+		switch {
+		case c == '"':
+			l.quoted = !l.quoted
+		case c == '\n':
+			l.lines++
+			if !l.quoted {
+				l.n = 0
+			}
+		}
+	}
+	return n, err
+}
+
+// traceError is "path:line: msg" for err, an error of csv.Reader's Read:
+// the line of a *csv.ParseError or of a record too long is the file's,
+// where csv counts the lines it has read (blank ones and those a quoted
+// field spans included).
+func traceError(path, what string, err error) error {
+	var pe *csv.ParseError
+	var long *recordTooLong
+	switch {
+	case errors.As(err, &long):
+		return fmt.Errorf("%s:%d: %s%v", path, long.line, what, long)
+	case errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrFieldCount):
+		return fmt.Errorf("%s:%d: %s%v", path, pe.Line, what, pe.Err)
+	case errors.As(err, &pe):
+		return fmt.Errorf("%s:%d: %s%v (column %d)", path, pe.Line, what, pe.Err, pe.Column)
+	}
+	return fmt.Errorf("%s: %s%v", path, what, err)
+}
+
 func parseTrace(path string, r io.Reader, maxRows int) (*trace, error) {
-	cr := csv.NewReader(r)
+	cr := csv.NewReader(&recordLimiter{r: r})
 	cr.ReuseRecord = true
 	head, err := cr.Read()
 	if errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: empty: a trace begins with a header naming TIMESTAMP, ContextTokens and GeneratedTokens", path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s:1: reading header: %v", path, err)
+		return nil, traceError(path, "reading header: ", err)
 	}
+	headLine, _ := cr.FieldPos(0)
 	col := map[string]int{}
 	for i, h := range head {
 		col[strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))] = i
@@ -103,42 +178,45 @@ func parseTrace(path string, r io.Reader, maxRows int) (*trace, error) {
 	ci, ok2 := col["ContextTokens"]
 	gi, ok3 := col["GeneratedTokens"]
 	if !ok1 || !ok2 || !ok3 {
-		return nil, fmt.Errorf("%s:1: header must name TIMESTAMP, ContextTokens and GeneratedTokens", path)
+		return nil, fmt.Errorf("%s:%d: header must name TIMESTAMP, ContextTokens and GeneratedTokens", path, headLine)
 	}
 	tr := &trace{}
 	var first time.Time
-	for line := 2; ; line++ {
+	for {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+			return nil, traceError(path, "", err)
 		}
+		// each line the file's, of the record's start or of its field
+		line, _ := cr.FieldPos(0)
+		lineOf := func(field int) int { l, _ := cr.FieldPos(field); return l }
 		if len(tr.offsets) >= maxRows {
 			return nil, fmt.Errorf("%s:%d: more than %d requests in the scenario's traces", path, line, maxTraceRows)
 		}
 		ts, err := time.Parse(traceTimeLayout, strings.TrimSpace(rec[ti]))
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: bad TIMESTAMP %q", path, line, rec[ti])
+			return nil, fmt.Errorf("%s:%d: bad TIMESTAMP %q", path, lineOf(ti), rec[ti])
 		}
 		c, err1 := strconv.Atoi(strings.TrimSpace(rec[ci]))
 		g, err2 := strconv.Atoi(strings.TrimSpace(rec[gi]))
 		if err1 != nil || err2 != nil || c < 0 || g < 0 {
-			return nil, fmt.Errorf("%s:%d: bad token counts %q, %q", path, line, rec[ci], rec[gi])
+			return nil, fmt.Errorf("%s:%d: bad token counts %q, %q", path, lineOf(min(ci, gi)), rec[ci], rec[gi])
 		}
 		if c > maxTokens || g > maxTokens {
-			return nil, fmt.Errorf("%s:%d: token counts %d, %d: at most %d each (as context_tokens and generated_tokens)", path, line, c, g, maxTokens)
+			return nil, fmt.Errorf("%s:%d: token counts %d, %d: at most %d each (as context_tokens and generated_tokens)", path, lineOf(min(ci, gi)), c, g, maxTokens)
 		}
 		if len(tr.offsets) == 0 {
 			first = ts
 		}
 		off := ts.Sub(first)
 		if off > maxTraceSpan {
-			return nil, fmt.Errorf("%s:%d: trace longer than %v", path, line, maxTraceSpan)
+			return nil, fmt.Errorf("%s:%d: trace longer than %v", path, lineOf(ti), maxTraceSpan)
 		}
 		if n := len(tr.offsets); n > 0 && off < tr.offsets[n-1] {
-			return nil, fmt.Errorf("%s:%d: timestamps go backwards", path, line)
+			return nil, fmt.Errorf("%s:%d: timestamps go backwards", path, lineOf(ti))
 		}
 		tr.offsets = append(tr.offsets, off)
 		tr.context = append(tr.context, max(c, 1))

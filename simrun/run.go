@@ -322,14 +322,22 @@ func (c Config) Check() error {
 	return err
 }
 
-// SeriesRows is the rows of the run's series, steps x (tenants + GPUs):
-// each a line of its files in --out. Its error is Check's.
-func (c Config) SeriesRows() (int64, error) {
+// SeriesSize is the rows of the run's series, steps x (tenants + GPUs),
+// each a line of its files in --out, and the bytes of the names written on
+// them: steps x (the tenants' names + the GPUs' UUIDs), each on its rows
+// (up to 253 and 95 bytes, sim's bounds). Its error is Check's.
+func (c Config) SeriesSize() (rows, names int64, err error) {
 	p, err := c.prepare()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return p.steps * int64(len(p.sc.Tenants)+len(p.sc.GPUs)), nil
+	for _, t := range p.sc.Tenants {
+		names += int64(len(t.Name))
+	}
+	for _, g := range p.sc.GPUs {
+		names += int64(len(g.UUID))
+	}
+	return p.steps * int64(len(p.sc.Tenants)+len(p.sc.GPUs)), p.steps * names, nil
 }
 
 // Run runs the scenario in virtual time: every step it advances the

@@ -74,11 +74,15 @@ func runSeeds(ctx context.Context, cfg runConfig, count int, list []int64, stdou
 // run and bounded (docs/vgpusim.md, Limits): a typo in --seeds must not
 // fill the disk. Measured on 6 h runs of one GPU, alone and with a
 // tenant, a row of the series (a tenant's or a GPU's step) takes 59 and
-// 83 bytes in CSV, 171 and 232 in JSON; a run's plots and the rest under
-// 150 kB. A run at the limit on its rows (4,194,304) is so, by the
-// estimate, 420 MB in CSV and 1 GB in JSON.
+// 83 bytes in CSV, 171 and 232 in JSON, with names of up to rowNameBytes
+// (a tenant's of a few bytes, a GPU's UUID of 40); a run's plots and the
+// rest under 150 kB. Longer names (a tenant's up to 253 bytes, a UUID up
+// to 95) add what a row's names average beyond rowNameBytes. A run at the
+// limit on its rows (4,194,304) is so, by the estimate, 420 MB in CSV and
+// 1 GB in JSON, with short names; with the longest, about 1 GB more.
 const (
 	csvRowBytes      = 100
+	rowNameBytes     = 40
 	jsonRowBytes     = 250
 	runFileBytes     = 200 << 10
 	maxSeedsOutBytes = 32 << 30
@@ -87,7 +91,7 @@ const (
 // checkSeedsOut returns an error when seeds runs of cfg would write more
 // than maxSeedsOutBytes into cfg.Out, by the estimate.
 func checkSeedsOut(cfg runConfig, seeds int) error {
-	rows, err := cfg.SeriesRows()
+	rows, names, err := cfg.SeriesSize()
 	if err != nil {
 		return err
 	}
@@ -95,6 +99,7 @@ func checkSeedsOut(cfg runConfig, seeds int) error {
 	if cfg.Format == report.FormatJSON {
 		perRow = jsonRowBytes
 	}
+	perRow += max(0, names/max(rows, 1)-rowNameBytes)
 	if est := int64(seeds) * (rows*perRow + runFileBytes); est > maxSeedsOutBytes {
 		return fmt.Errorf("--seeds (%d runs) with --out %s: an estimated %.1f GiB of files (each run %d rows, about %d bytes a row in %s), more than the %d GiB a --seeds run writes; give fewer seeds or a shorter --duration, or leave --out out",
 			seeds, cfg.Out, float64(est)/(1<<30), rows, perRow, cmp.Or(cfg.Format, report.FormatCSV), maxSeedsOutBytes>>30)
