@@ -4,6 +4,8 @@
   // Settings that are gone fail the build rather than be ignored.
   assert !std.objectHasAll(self._config, 'sloObjectives') :
          '_config.sloObjectives is no longer read: each tenant\'s SLO objective comes from the exporter\'s vgpu_tenant_slo_objective_ratio, whatever it is; remove sloObjectives from your _config (docs/mixin.md, "Changing the configuration")',
+  assert !std.objectHasAll(self._config, 'tunerPauseFailuresThreshold') :
+         '_config.tunerPauseFailuresThreshold is no longer read: VGPUTunerPauseNotInForce fires on the fraction of pause periods failed, tunerPauseFailedFraction (a count of 30 in 5m was a twentieth of the periods only at the default 500 ms --pause.period); remove tunerPauseFailuresThreshold from your _config (docs/mixin.md, "Tuner alerts")',
 
   _config+:: {
     // Selects the exporter's series in every rule and dashboard.
@@ -55,11 +57,16 @@
     duplicateGPUWindow: '10m',
     tunerFailedActionsThreshold: 3,  // failed actions of one knob in tunerWindow
     tunerRevertsThreshold: 3,  // reverts in tunerWindow
-    // VGPUTunerPauseNotInForce: pause periods of one tenant whose freeze
-    // failed within tunerPauseWindow (30 of 600 at the default 500 ms
-    // period: a twentieth of the pulses), sustained for its for:.
+    // VGPUTunerPauseNotInForce: the fraction of one tenant's pause periods
+    // whose freeze failed within tunerPauseWindow, sustained for its for:.
+    // A failed period counts once, so the fraction is the failures' rate
+    // times each exporter's --pause.period (vgpu_tuner_pause_period_seconds;
+    // an older exporter that does not serve it is taken at
+    // pausePeriodSeconds, the default): 0.05 is 30 of the 600 periods of
+    // 5m at 500 ms, 1 of the 20 at 15 s.
     tunerPauseWindow: '5m',
-    tunerPauseFailuresThreshold: 30,
+    tunerPauseFailedFraction: 0.05,
+    pausePeriodSeconds: 0.5,
     // VGPUExporterCertificateExpiresSoon: a certificate of the web
     // configuration in use expires within this many days.
     certificateExpiryDays: 7,
