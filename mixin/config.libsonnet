@@ -72,10 +72,11 @@
     certificateExpiryDays: 7,
     // The dashboards' event panels (XID, NVLink and PCIe errors, the
     // tuner's actions) read each counter's rise every eventDeltaStep: the
-    // scrape interval of the exporter or less. A longer step loses the
-    // events before an exporter's restart within one step; a shorter one
-    // reads more points (each rise still counts once).
-    eventDeltaStep: '1m',
+    // scrape interval of the exporter or less (the chart's ServiceMonitor
+    // scrapes every 15s). A longer step loses the events before an
+    // exporter's restart within one step; a shorter one reads more points
+    // (each rise still counts once).
+    eventDeltaStep: '15s',
     // --sample.interval, in seconds, of the exporters that do not serve
     // their own (vgpu_sample_interval_seconds): older versions.
     sampleIntervalSeconds: 1,
