@@ -38,8 +38,10 @@
     // XID codes by class (regular expressions over the code label).
     // hardware: double-bit ECC (48), row remap failure (64), NVLink (74),
     // fallen off the bus (79), contained/uncontained ECC (94, 95), GSP (119, 120),
-    // unrecovered ECC (140), NVLink fatal (149): the GPU needs a reset or service.
-    xidHardwareCodes: '48|64|74|79|94|95|119|120|140|149',
+    // unrecovered ECC (140), NVLink fatal (149), recovery action changed (154:
+    // the driver asks for a GPU reset, a node reboot or a drain): the GPU
+    // needs a reset or service.
+    xidHardwareCodes: '48|64|74|79|94|95|119|120|140|149|154',
     // application: graphics engine exception (13), MMU fault (31), channel
     // stopped (43), preemptive cleanup (45), video processor exception (69),
     // context switch timeout (109): faults of the workload, not the GPU.
