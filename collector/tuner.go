@@ -19,7 +19,7 @@ type TunerCollector struct {
 	actuator, knobAvailable                                   *prometheus.Desc
 	mpsTarget, mpsEffective, powerTarget, clockTarget         *prometheus.Desc
 	timeSliceTarget, schedulerTarget, pauseTarget             *prometheus.Desc
-	pauseEffective, pauseFailures, pauseThaws                 *prometheus.Desc
+	pauseEffective, pauseFailures, pauseThaws, pausePeriod    *prometheus.Desc
 	actions, refusals, reverts, restores, restoreFailures, jw *prometheus.Desc
 	jWritable, jDropped, jCompactions, jSize                  *prometheus.Desc
 	hooksRunning, hookOldest, nodeLock                        *prometheus.Desc
@@ -49,6 +49,7 @@ func NewTunerCollector(status func() *tuner.Status) *TunerCollector {
 	c.pauseTarget = c.add("tuner_pause_duty_target_ratio", "Fraction of every period the tuner's target pauses the tenant's processes for (pause_duty): the duty last set, or recommended in recommend mode; 0 once thawed; gone once the tenant has run on no GPU for a minute since.", "gpu", "uuid", "tenant")
 	c.pauseEffective = c.add("tuner_pause_duty_effective_ratio", "Fraction of every period the tenant's processes are paused for now, as the pause actuator runs it: the largest duty any of the tenant's GPUs asks for, the longest pause capped (--pause.max); 0 where the latest period's freeze failed or the tenant is not paused.", "gpu", "uuid", "tenant")
 	c.pauseFailures = c.add("tuner_pause_freeze_failures_total", "Pause periods whose freeze failed, by tenant: each thawed once its freeze did not settle, the tenant not paused as targeted.", "tenant")
+	c.pausePeriod = c.add("tuner_pause_period_seconds", "The period of a paused tenant's pulse (--pause.period): paused for the duty of each, running for the rest; a period's failed freeze counts once in vgpu_tuner_pause_freeze_failures_total. Served where the pause actuator reports its failures.")
 	c.pauseThaws = c.add("tuner_pause_thaws_pending", "Pauses an earlier run left whose thaw failed at start, tried again at every round (and at exit): tenants that may be left frozen.")
 	c.schedulerTarget = c.add("tuner_vgpu_scheduler_target_info", "vGPU scheduler policy the tuner last decided for the GPU; always 1.", "gpu", "uuid", "policy")
 	c.actions = c.add("tuner_actions_total", "Actions the tuner's policy planned, by knob and outcome (guarded, recommended, applied, refused, failed, rolled_back).", "knob", "outcome")
@@ -152,6 +153,9 @@ func (c *TunerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	e.gauge(c.pauseThaws, float64(s.Exit.ThawPending))
+	if s.PausePeriod > 0 {
+		e.gauge(c.pausePeriod, s.PausePeriod.Seconds())
+	}
 	for tenant, n := range s.PauseFreezeFailures {
 		e.counter(c.pauseFailures, float64(n), tenant)
 	}

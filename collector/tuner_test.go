@@ -54,6 +54,7 @@ func richTunerStatus() *tuner.Status {
 		Journal:   &tuner.JournalStats{Dropped: map[string]int{"torn": 1}, Compactions: 2, WriteError: "no space left on device", Size: 420},
 		// the freezes failed: train ran through 7 of its periods
 		PauseFreezeFailures: map[string]uint64{"train": 7},
+		PausePeriod:         500 * time.Millisecond,
 	}
 }
 
@@ -240,6 +241,33 @@ func TestTunerInterval(t *testing.T) {
 	// the runner's copy leaves the status the tuner published as it was
 	if runner(time.Minute)(); tu.Status().Interval != 0 {
 		t.Errorf("the tuner's own status has interval %s, want none", tu.Status().Interval)
+	}
+}
+
+// vgpu_tuner_pause_period_seconds is the pause actuator's pulse period
+// (--pause.period), so that an alert on vgpu_tuner_pause_freeze_failures_total
+// (at most one a period) reads it as the fraction of the periods that
+// failed, whatever the period. None where no actuator reports it.
+func TestTunerPausePeriod(t *testing.T) {
+	const help = `
+# HELP vgpu_tuner_pause_period_seconds The period of a paused tenant's pulse (--pause.period): paused for the duty of each, running for the rest; a period's failed freeze counts once in vgpu_tuner_pause_freeze_failures_total. Served where the pause actuator reports its failures.
+# TYPE vgpu_tuner_pause_period_seconds gauge
+`
+	for _, c := range []struct {
+		name   string
+		period time.Duration
+		want   string
+	}{
+		{"the default", 500 * time.Millisecond, help + "vgpu_tuner_pause_period_seconds 0.5\n"},
+		{"fifteen seconds", 15 * time.Second, help + "vgpu_tuner_pause_period_seconds 15\n"},
+		{"no pause reporter", 0, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := &tuner.Status{Policy: "autotune", PausePeriod: c.period}
+			if err := testutil.CollectAndCompare(NewTunerCollector(func() *tuner.Status { return st }), strings.NewReader(c.want), "vgpu_tuner_pause_period_seconds"); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }
 

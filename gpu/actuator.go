@@ -288,6 +288,9 @@ type PauseReporter interface {
 	// PauseFreezeFailures returns, per tenant, the periods whose freeze
 	// failed since start (each thawed once its freeze did not settle).
 	PauseFreezeFailures() map[string]uint64
+	// PausePeriod returns the period of every pulse: the failures above
+	// rise at most once each.
+	PausePeriod() time.Duration
 }
 
 // PauseFailuresForgetter is a PauseReporter that drops, when told, the

@@ -351,10 +351,14 @@
           alert(
             'VGPUTunerPauseNotInForce',
             'warning',
-            std.format('increase(vgpu_tuner_pause_freeze_failures_total{%s}[%s]) >= %s', [sel, c.tunerPauseWindow, c.tunerPauseFailuresThreshold]),
+            // A failed period counts once: the rate times each exporter's
+            // own --pause.period is the fraction of its periods that
+            // failed, whatever the period; one that does not serve it (an
+            // older version) is taken at pausePeriodSeconds.
+            std.format('rate(vgpu_tuner_pause_freeze_failures_total{%(sel)s}[%(w)s]) * on (%(key)s) group_left () (vgpu_tuner_pause_period_seconds{%(sel)s} or on (%(key)s) 0 * vgpu_tuner_last_run_timestamp_seconds{%(sel)s} + %(p)g) >= %(f)g', { sel: sel, key: hostKey, w: c.tunerPauseWindow, p: c.pausePeriodSeconds, f: c.tunerPauseFailedFraction }),
             c.alertFor.tunerPauseNotInForce,
             'A tenant the tuner pauses keeps running: its freezes fail.',
-            '{{ $value | humanize }} pause periods of tenant {{ $labels.tenant }} failed to freeze in the last %s' % c.tunerPauseWindow + onHost + ': each was thawed once its freeze did not settle, and the latency tenants beside it lack the time the tuner meant to give them.',
+            '{{ $value | humanizePercentage }} of the pause periods of tenant {{ $labels.tenant }} failed to freeze in the last %s' % c.tunerPauseWindow + onHost + ': each was thawed once its freeze did not settle, and the latency tenants beside it lack the time the tuner meant to give them.',
           ),
           alert(
             'VGPUTunerRevertingOften',

@@ -4,6 +4,8 @@
   // Settings that are gone fail the build rather than be ignored.
   assert !std.objectHasAll(self._config, 'sloObjectives') :
          '_config.sloObjectives is no longer read: each tenant\'s SLO objective comes from the exporter\'s vgpu_tenant_slo_objective_ratio, whatever it is; remove sloObjectives from your _config (docs/mixin.md, "Changing the configuration")',
+  assert !std.objectHasAll(self._config, 'tunerPauseFailuresThreshold') :
+         '_config.tunerPauseFailuresThreshold is no longer read: VGPUTunerPauseNotInForce fires on the fraction of pause periods failed, tunerPauseFailedFraction (a count of 30 in 5m was a twentieth of the periods only at the default 500 ms --pause.period); remove tunerPauseFailuresThreshold from your _config (docs/mixin.md, "Tuner alerts")',
 
   _config+:: {
     // Selects the exporter's series in every rule and dashboard.
@@ -36,8 +38,10 @@
     // XID codes by class (regular expressions over the code label).
     // hardware: double-bit ECC (48), row remap failure (64), NVLink (74),
     // fallen off the bus (79), contained/uncontained ECC (94, 95), GSP (119, 120),
-    // unrecovered ECC (140), NVLink fatal (149): the GPU needs a reset or service.
-    xidHardwareCodes: '48|64|74|79|94|95|119|120|140|149',
+    // unrecovered ECC (140), NVLink fatal (149), recovery action changed (154:
+    // the driver asks for a GPU reset, a node reboot or a drain): the GPU
+    // needs a reset or service.
+    xidHardwareCodes: '48|64|74|79|94|95|119|120|140|149|154',
     // application: graphics engine exception (13), MMU fault (31), channel
     // stopped (43), preemptive cleanup (45), video processor exception (69),
     // context switch timeout (109): faults of the workload, not the GPU.
@@ -55,20 +59,26 @@
     duplicateGPUWindow: '10m',
     tunerFailedActionsThreshold: 3,  // failed actions of one knob in tunerWindow
     tunerRevertsThreshold: 3,  // reverts in tunerWindow
-    // VGPUTunerPauseNotInForce: pause periods of one tenant whose freeze
-    // failed within tunerPauseWindow (30 of 600 at the default 500 ms
-    // period: a twentieth of the pulses), sustained for its for:.
+    // VGPUTunerPauseNotInForce: the fraction of one tenant's pause periods
+    // whose freeze failed within tunerPauseWindow, sustained for its for:.
+    // A failed period counts once, so the fraction is the failures' rate
+    // times each exporter's --pause.period (vgpu_tuner_pause_period_seconds;
+    // an older exporter that does not serve it is taken at
+    // pausePeriodSeconds, the default): 0.05 is 30 of the 600 periods of
+    // 5m at 500 ms, 1 of the 20 at 15 s.
     tunerPauseWindow: '5m',
-    tunerPauseFailuresThreshold: 30,
+    tunerPauseFailedFraction: 0.05,
+    pausePeriodSeconds: 0.5,
     // VGPUExporterCertificateExpiresSoon: a certificate of the web
     // configuration in use expires within this many days.
     certificateExpiryDays: 7,
     // The dashboards' event panels (XID, NVLink and PCIe errors, the
     // tuner's actions) read each counter's rise every eventDeltaStep: the
-    // scrape interval of the exporter or less. A longer step loses the
-    // events before an exporter's restart within one step; a shorter one
-    // reads more points (each rise still counts once).
-    eventDeltaStep: '1m',
+    // scrape interval of the exporter or less (the chart's ServiceMonitor
+    // scrapes every 15s). A longer step loses the events before an
+    // exporter's restart within one step; a shorter one reads more points
+    // (each rise still counts once).
+    eventDeltaStep: '15s',
     // --sample.interval, in seconds, of the exporters that do not serve
     // their own (vgpu_sample_interval_seconds): older versions.
     sampleIntervalSeconds: 1,

@@ -248,7 +248,7 @@ local g = import 'lib/dashboard.libsonnet';
           g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_used_seconds_total{%s}[%s])) / 3600', [ft, p.range])),
           g.target(std.format('sum by (tenant) (increase(vgpu_tenant_gpu_reserved_seconds_total{%s}[%s])) / 3600', [ft, p.range])),
           g.target(std.format('sum by (tenant) (increase(vgpu_tenant_memory_byte_seconds_total{%s}[%s])) / (3600 * 2^30)', [ft, p.range])),
-        ], description="Energy in kWh, GPU-hours used and held, memory in GiB-hours, over the last %s; the row idle (no tenant) is the energy no tenant is charged for (vgpu_tenant_idle_energy_joules_total), so that the energy column adds up to the GPUs' own. Export: panel menu, Inspect, Data, Download CSV." % p.name) {
+        ], description="Energy in kWh, GPU-hours used and held, memory in GiB-hours, over the last %s; the row idle (no tenant) is the energy no tenant is charged for (vgpu_tenant_idle_energy_joules_total), so that the energy column adds up to the GPUs' own.%s Export: panel menu, Inspect, Data, Download CSV." % [p.name, p.retention]) {
           w: 14,
           transformations+: [{ id: 'organize', options: { renameByName: {
             'Value #A': 'Energy (kWh)',
@@ -261,7 +261,7 @@ local g = import 'lib/dashboard.libsonnet';
           g.target(costWithIdle('component="gpu_time"', p.range)),
           g.target(costWithIdle('component="energy"', p.range)),
           g.target(costWithIdle('', p.range)),
-        ], description="The exporters' vgpu_tenant_cost_total over the last %s, in each currency's base unit: GPU time held at the price per GPU-hour, apportioned energy at the price per kWh, and their sum; the row idle (no tenant) is vgpu_tenant_idle_cost_total, the GPU time no tenant held and the idle energy, so that the rows add up to the GPUs' time and energy at the prices. Empty where no exporter is given prices (--metering.* flags or the tenants file's metering section). Export: panel menu, Inspect, Data, Download CSV." % p.name) {
+        ], description="The exporters' vgpu_tenant_cost_total over the last %s, in each currency's base unit: GPU time held at the price per GPU-hour, apportioned energy at the price per kWh, and their sum; the row idle (no tenant) is vgpu_tenant_idle_cost_total, the GPU time no tenant held and the idle energy, so that the rows add up to the GPUs' time and energy at the prices. Empty where no exporter is given prices (--metering.* flags or the tenants file's metering section).%s Export: panel menu, Inspect, Data, Download CSV." % [p.name, p.retention]) {
           w: 10,
           transformations+: [{ id: 'organize', options: { renameByName: {
             currency: 'Currency',
@@ -271,7 +271,12 @@ local g = import 'lib/dashboard.libsonnet';
           } } }],
         },
       ]
-      for p in [{ name: '24 hours', range: '1d' }, { name: '30 days', range: '30d' }]
+      // A range longer than the data Prometheus keeps covers what it
+      // keeps, with no sign of it: 15 days by default.
+      for p in [
+        { name: '24 hours', range: '1d', retention: '' },
+        { name: '30 days', range: '30d', retention: ' It needs 30 days of data: Prometheus keeps 15 by default (--storage.tsdb.retention.time), and over less it sums what it keeps, with no sign of it; keep 31d, or query a long-term store.' },
+      ]
     ])),
     'vgpu-tuner.json': g.dashboard(c, 'vgpu-tuner.json', 'vGPU / Tuner', 'The autotune controller: its mode per host, the settings it decided against those in effect, its actions, reverts and the recommendations it did not apply.', [clusterVar, jobVar, hostVar, gpuVar, tenantVar(true)], [
       g.row('Mode'),

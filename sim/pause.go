@@ -225,3 +225,6 @@ func (s *Simulator) PausesInForce() []gpu.PauseInForce {
 
 // PauseFreezeFailures implements gpu.PauseReporter: none.
 func (s *Simulator) PauseFreezeFailures() map[string]uint64 { return nil }
+
+// PausePeriod implements gpu.PauseReporter.
+func (s *Simulator) PausePeriod() time.Duration { return PausePeriod }

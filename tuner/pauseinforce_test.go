@@ -15,14 +15,17 @@ type reportingPause struct {
 	pauseRecorder
 	inForce  []gpu.PauseInForce
 	failures map[string]uint64
+	period   time.Duration
 }
 
 func (p *reportingPause) PausesInForce() []gpu.PauseInForce      { return p.inForce }
 func (p *reportingPause) PauseFreezeFailures() map[string]uint64 { return p.failures }
+func (p *reportingPause) PausePeriod() time.Duration             { return p.period }
 
 // The status gives a pause's value in effect as the pause actuator
 // reports it (the duty in force, 0 where its freeze failed), and its
-// failed freezes; unknown where the actuator does not report them.
+// failed freezes and its period (a failure counts at most once a period);
+// unknown where the actuator does not report them.
 func TestPauseInForceInStatus(t *testing.T) {
 	ctx := context.Background()
 	pause := func(s *Status) Setting {
@@ -52,7 +55,7 @@ func TestPauseInForceInStatus(t *testing.T) {
 		{"not reported", nil, nil, false, nil, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rec := &reportingPause{inForce: c.inForce, failures: c.failures}
+			rec := &reportingPause{inForce: c.inForce, failures: c.failures, period: 15 * time.Second}
 			o := Options{Policy: pauseOnce(), Guards: []Guard{Bounds{}}, Enabled: pauseOn,
 				Actuators: ActuatorsOf(rec), Clock: gpu.NewManualClock(t0), Mode: ModeEnforce}
 			if c.report {
@@ -75,6 +78,9 @@ func TestPauseInForceInStatus(t *testing.T) {
 			}
 			if !maps.Equal(s.PauseFreezeFailures, c.wantFailures) {
 				t.Errorf("failed freezes %v, want %v", s.PauseFreezeFailures, c.wantFailures)
+			}
+			if want := map[bool]time.Duration{true: 15 * time.Second}[c.report]; s.PausePeriod != want {
+				t.Errorf("pause period %s, want %s", s.PausePeriod, want)
 			}
 		})
 	}

@@ -112,6 +112,9 @@ type Status struct {
 	// freeze failed since start (each thawed once its freeze did not settle); nil
 	// where the pause actuator does not report them.
 	PauseFreezeFailures map[string]uint64
+	// PausePeriod is the pause actuator's pulse period (a failure above
+	// counts at most once each); 0 where it does not report them.
+	PausePeriod time.Duration
 	// Hooks are the actuator calls running a hook that the tuner started
 	// off its round and has not settled, oldest first.
 	Hooks []HookRun
@@ -163,6 +166,9 @@ func (t *Tuner) publishLocked(now time.Time) {
 	t.syncPauses()
 	s.Settings = t.settings()
 	s.PauseFreezeFailures = t.pauseFailures
+	if t.o.Pauses != nil {
+		s.PausePeriod = t.o.Pauses.PausePeriod()
+	}
 	s.Exit = t.exitRestores()
 	s.Hooks = t.hookRuns()
 	s.HookWaits = t.hookWaits(now)

@@ -29,7 +29,8 @@ import (
 )
 
 // With --backend=sim and the tuner on, the exporter serves the tuner's
-// metrics (and only then), its --tuner.interval among them, and a clean
+// metrics (and only then), its --tuner.interval and the simulator's pause
+// period among them, and a clean
 // exit restores and closes the journal.
 func TestExporterServesTunerMetrics(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "tuner.jsonl")
@@ -65,7 +66,7 @@ func TestExporterServesTunerMetrics(t *testing.T) {
 				rr := httptest.NewRecorder()
 				h.ServeHTTP(rr, httptest.NewRequest("GET", "/metrics"+q, nil))
 				body := rr.Body.String()
-				ms := []string{`vgpu_tuner_info{policy="autotune"} 1`, `vgpu_tuner_guard_refusals_total{guard="dwell"} 0`, `vgpu_tuner_actions_total{knob="mps_active_threads",outcome="failed"} 0`, "vgpu_tuner_interval_seconds"}
+				ms := []string{`vgpu_tuner_info{policy="autotune"} 1`, `vgpu_tuner_guard_refusals_total{guard="dwell"} 0`, `vgpu_tuner_actions_total{knob="mps_active_threads",outcome="failed"} 0`, "vgpu_tuner_interval_seconds", "\nvgpu_tuner_pause_period_seconds 0.5\n"}
 				if tc.interval != "" {
 					ms = append(ms, "\nvgpu_tuner_interval_seconds "+tc.interval+"\n")
 				}

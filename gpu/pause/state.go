@@ -3,6 +3,7 @@ package pause
 import (
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
@@ -47,6 +48,9 @@ func (p *Pauser) PauseFreezeFailures() map[string]uint64 {
 	defer p.failMu.Unlock()
 	return maps.Clone(p.failures)
 }
+
+// PausePeriod implements gpu.PauseReporter.
+func (p *Pauser) PausePeriod() time.Duration { return p.o.Period }
 
 // countFailure counts a period of tenant whose freeze failed.
 func (p *Pauser) countFailure(tenant string) {

@@ -200,3 +200,23 @@ func waitLockWait(t *testing.T, fn string) {
 	}
 	t.Fatalf("no goroutine of (*Pauser).%s waits for a lock after 10s", fn)
 }
+
+// The period reported is the one the pulses run at: the default where
+// none is given.
+func TestPausePeriod(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		period     time.Duration
+		wantPeriod time.Duration
+	}{
+		{"the default", 0, DefaultPeriod},
+		{"given", 15 * time.Second, 15 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newHost(t).pauser(t, gpu.NewManualClock(time.Unix(0, 0)), Options{Period: c.period})
+			if got := p.PausePeriod(); got != c.wantPeriod {
+				t.Errorf("period %s, want %s", got, c.wantPeriod)
+			}
+		})
+	}
+}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -41,6 +43,38 @@ func TestChargebackTablesHaveIdleRow(t *testing.T) {
 	}
 	if checked != 8 { // energy, and three cost columns, per day and per 30 days
 		t.Errorf("%d chargeback table queries of the tenants' energy or cost, want 8", checked)
+	}
+}
+
+// TestLongRangePanelsSayRetention: a panel of any dashboard whose query
+// reads a range longer than Prometheus keeps by default (15 days) says, in
+// its description, the retention it needs: over less, increase() sums
+// what is kept with no sign of it.
+func TestLongRangePanelsSayRetention(t *testing.T) {
+	long := regexp.MustCompile(`\[(\d+)d\]`)
+	checked := 0
+	for name, d := range dashboards(t) {
+		panels, _ := d["panels"].([]any)
+		for _, p := range panels {
+			panel, _ := p.(map[string]any)
+			for _, e := range dashboardExprs(panel) {
+				over := false
+				for _, m := range long.FindAllStringSubmatch(e, -1) {
+					days, _ := strconv.Atoi(m[1])
+					over = over || days > 15
+				}
+				if !over {
+					continue
+				}
+				checked++
+				if desc, _ := panel["description"].(string); !strings.Contains(desc, "--storage.tsdb.retention.time") {
+					t.Errorf("%s: panel %q reads %s, and its description does not say the retention it needs", name, panel["title"], e)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Error("no panel reads a range over 15 days: the check checks nothing")
 	}
 }
 
