@@ -114,7 +114,7 @@ var (
 	// otherFlags are dotted flags the docs name of other programs: vgpusim's
 	// (cmd/vgpusim checks docs/vgpusim.md), test/device/compare's and
 	// Prometheus's.
-	otherFlags = regexp.MustCompile(`^(autotune\.param|tol\.[a-z-]+|web\.enable-lifecycle)$`)
+	otherFlags = regexp.MustCompile(`^(autotune\.param|tol\.[a-z-]+|web\.enable-lifecycle|storage\.tsdb\.retention\.time)$`)
 )
 
 // unknownFlags returns the dotted flags a doc (name, text) names that the
