@@ -235,7 +235,7 @@ func TestPauseNeverStopsTheMPSServer(t *testing.T) {
 				for _, pid := range pids {
 					pr := mpsProc(pid, nil)
 					if pid == server {
-						pr.Name = "/usr/bin/" + gpu.MPSServerName
+						pr = mpsServer(server)
 					}
 					procs = append(procs, pr)
 				}
@@ -252,6 +252,14 @@ func TestPauseNeverStopsTheMPSServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mpsServer is process pid as the backend lists an MPS server: in the
+// compute list, its identity found (gpu.Process.MPSServer).
+func mpsServer(pid uint32) gpu.Process {
+	p := mpsProc(pid, nil)
+	p.Type, p.Name, p.MPSServer = gpu.ProcessCompute, "/usr/bin/"+gpu.MPSServerName, true
+	return p
 }
 
 // ownServer is why a pause of the tenant the MPS server is attributed to
