@@ -53,19 +53,7 @@ func TestMPSServerNotByName(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := &groupPauser{group: map[uint32]string{9: "chat", 7: "train", 8: "train"}}
-			pol := deciderFunc(func(s *State) []Action {
-				if _, ok := s.PauseTarget(uuid0, "train"); ok {
-					return nil
-				}
-				pids := PausePIDs(s.Snapshot, "train")
-				return []Action{{Target: Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: pids[0]}, Tenant: "train", Class: gpu.ClassBatch,
-					PIDs: pids, Current: Duty(0), Want: Duty(0.5), Reason: "test"}}
-			})
-			tu, err := New(Options{Policy: pol, Guards: []Guard{Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(p),
-				Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tu := pausingTuner(t, p, pauseUnpaused("train", gpu.ClassBatch, nil))
 			// train paused with process 7, then its process 8 comes (the
 			// pause follows it, unless it is the server)
 			var last []Decision
