@@ -14,7 +14,6 @@
 package gpu
 
 import (
-	"path"
 	"time"
 )
 
@@ -385,15 +384,23 @@ type Process struct {
 	// MPSActiveThreads is the MPS active-thread fraction (0-1] the process's
 	// context was created with; nil when not an MPS client or unknown.
 	MPSActiveThreads *float64
+	// MPSServer says the backend found the process to be its GPU's MPS
+	// server, which every MPS client of the GPU waits on: the GPU in MPS
+	// mode, the process in its compute list (not among the MPS clients),
+	// and an identity its name does not give (the name is argv[0], which
+	// the process sets: exec -a, setproctitle). The NVML backend reads
+	// the process's executable and its parent's (MPSServerName, a child of
+	// MPSControlName).
+	MPSServer bool
 }
 
 // MPSServerName is the executable of an MPS server's process, which an
 // MPS GPU's compute list holds beside its clients.
 const MPSServerName = "nvidia-cuda-mps-server"
 
-// MPSServer says whether p is an MPS server, by its name (argv[0], a path
-// or not): every MPS client of its GPU waits on it.
-func (p Process) MPSServer() bool { return path.Base(p.Name) == MPSServerName }
+// MPSControlName is the executable of the MPS control daemon, which
+// starts the MPS servers.
+const MPSControlName = "nvidia-cuda-mps-control"
 
 // EventKind classifies an event.
 type EventKind string

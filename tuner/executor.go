@@ -59,11 +59,22 @@ func (t *Tuner) handle(ctx context.Context, st *State, actions []Action, now tim
 func (t *Tuner) refuseAfterFailure(a, failed Action, now time.Time) Decision {
 	why := failed.Target.String() + " failed before it in the round, and what the round applied on the GPU was rolled back"
 	t.trackProc(a.Target, now)
-	t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
-		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
+	t.journalPlanned(a, now)
 	d := Decision{Time: now, GPU: a.GPU, Tenant: a.Tenant, Knob: a.Knob, From: valueText(a.Current), To: a.Want.String(),
 		Outcome: OutcomeRefused, Reason: joinReasons(a.Reason, "refused, not tried: "+why)}
 	return t.conclude(a, nil, d, now, nil) // no guard learns of it
+}
+
+// journalPlanned journals a as planned at now. A slow loop's plan's
+// cool-down starts there (reb.lastPlan), not before: an action mode off,
+// held by a hook or a restore, or a guard's quiet writes no planned record,
+// from which a restart resumes it (resumeSlowLoop), and starts none.
+func (t *Tuner) journalPlanned(a Action, now time.Time) error {
+	if isPlanKnob(a.Target.Knob) {
+		t.reb.lastPlan = now
+	}
+	return t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
+		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
 }
 
 // execute runs one action through the guard chain and, where its GPU's
@@ -94,8 +105,7 @@ func (t *Tuner) execute(ctx context.Context, st *State, a Action, now time.Time,
 	if ok && after != nil {
 		return []Decision{t.refuseAfterFailure(a, *after, now)}, false
 	}
-	jerr := t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
-		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
+	jerr := t.journalPlanned(a, now)
 	// A change the journal did not take is not made (below): it spends
 	// no budget, so that an outage neither shows as the rate's refusals
 	// nor leaves the first change after the repair waiting for tokens.

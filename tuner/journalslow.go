@@ -34,11 +34,14 @@ type slowLoopRecords struct {
 	moved     map[string]*slowRecord
 	relayouts map[string]*slowRecord
 	seq       int
-	// latest is the latest record's time; a move or relayout hold or
-	// more before it is left out of a compaction (hold 0: none is, as
-	// at open, before a tuner says its hold: holdSlowLoop).
-	latest time.Time
-	hold   time.Duration
+	// hold and now are the tuner's hold and clock (holdSlowLoop): a
+	// move or relayout hold or more before now, or dated after it (a
+	// clock set back since), is left out of a compaction, as a start
+	// leaves it out (resumeSlowLoop); none is before a tuner has said
+	// them (at open). Not a record's time: one dated ahead (written
+	// while the clock ran ahead) would make every move stale.
+	hold time.Duration
+	now  func() time.Time
 }
 
 // slowLoopMemory is what the journal says of the slow loop's past plans.
@@ -73,9 +76,6 @@ func relaidOut(rec Record) bool {
 
 // note keeps rec where it is one the slow loop's memory needs.
 func (s *slowLoopRecords) note(rec Record) {
-	if rec.Time.After(s.latest) {
-		s.latest = rec.Time
-	}
 	moved, relaid := movedBy(rec), relaidOut(rec)
 	planned := rec.Event == string(OutcomePlanned) && isPlanKnob(rec.Target.Knob)
 	if !planned && len(moved) == 0 && !relaid {
@@ -98,11 +98,14 @@ func (s *slowLoopRecords) note(rec Record) {
 }
 
 // kept are the records a compaction writes, oldest first, each once: the
-// moves and relayouts hold or more before the latest record dropped.
+// moves and relayouts hold or more before now, or dated after it, dropped.
 func (s *slowLoopRecords) kept() []Record {
-	stale := func(_ string, r *slowRecord) bool { return s.hold > 0 && s.latest.Sub(r.rec.Time) >= s.hold }
-	maps.DeleteFunc(s.moved, stale)
-	maps.DeleteFunc(s.relayouts, stale)
+	if s.hold > 0 && s.now != nil {
+		now := s.now()
+		stale := func(_ string, r *slowRecord) bool { return r.rec.Time.After(now) || now.Sub(r.rec.Time) >= s.hold }
+		maps.DeleteFunc(s.moved, stale)
+		maps.DeleteFunc(s.relayouts, stale)
+	}
 	var rs []*slowRecord
 	for _, r := range slices.Concat(slices.Collect(maps.Values(s.moved)), slices.Collect(maps.Values(s.relayouts)), []*slowRecord{s.plan}) {
 		if r != nil && !slices.Contains(rs, r) {
@@ -144,11 +147,12 @@ func (j *Journal) slowLoop() slowLoopMemory {
 }
 
 // holdSlowLoop sets how long a move or relayout holds (the planner's
-// MoveHold): a compaction leaves out those older.
-func (j *Journal) holdSlowLoop(hold time.Duration) {
+// MoveHold) and the clock it is judged on (the tuner's): a compaction
+// leaves out those older, or dated after now.
+func (j *Journal) holdSlowLoop(hold time.Duration, now func() time.Time) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.slow.hold = hold
+	j.slow.hold, j.slow.now = hold, now
 }
 
 // validMoved checks a record's moved list: a placement record's, each

@@ -45,8 +45,8 @@ func memoryText(m slowLoopMemory) string {
 // plan applied, the moves made of one applied in part, and, in a record of
 // an older version, which has no moved list, the applied record's tenant),
 // each GPU's last relayout. Its compactions keep the records that say so,
-// each once, and drop a move or relayout the hold or more before the
-// latest record once a tuner has said its hold.
+// each once, and drop a move or relayout the hold or more before now
+// once a tuner has said its hold and clock.
 func TestJournalKeepsTheSlowLoopsPast(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal")
 	j := openJournal(t, path)
@@ -76,7 +76,7 @@ func TestJournalKeepsTheSlowLoopsPast(t *testing.T) {
 		// the open compacts, the hold not known yet: every move kept
 		{"reopened", func() { j.Close(); j = openJournal(t, path) }, all, 6},
 		{"compacted with a hold of 30m", func() {
-			j.holdSlowLoop(30 * time.Minute)
+			j.holdSlowLoop(30*time.Minute, gpu.NewManualClock(t0.Add(3*time.Minute)).Now)
 			if err := j.Compact(); err != nil {
 				t.Fatal(err)
 			}
@@ -155,5 +155,45 @@ func TestSlowLoopResumesFromTheJournal(t *testing.T) {
 	if want := `msg="tuner slow loop resumes its cool-down and holds from the journal" hold=10m0s last_plan=` + t0.Add(-2*time.Minute).UTC().Format(time.RFC3339) +
 		` moved="a b d" relaid_out="GPU-m GPU-n"`; !strings.Contains(logs.String(), want) {
 		t.Errorf("logs %q, want %q", logs.String(), want)
+	}
+}
+
+// A compaction judges a move's or relayout's age on the tuner's clock, not
+// on the latest record's time: one record dated ahead (written while the
+// clock ran a day ahead, then stepped back) made every later compaction
+// drop the moves made since, and a restart moved a tenant again minutes
+// after its last move. A move dated after now is left out, as a start
+// leaves it out.
+func TestJournalSlowLoopPastJudgedOnTheClock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	j := openJournal(t, path)
+	ahead := Record{Time: t0.Add(24 * time.Hour), Event: string(OutcomeRefused), Target: Target{GPU: "GPU-a", Knob: gpu.KnobPowerLimit}, Reason: "clock ahead"}
+	for _, rec := range []Record{
+		ahead,
+		placementRecord(0, OutcomePlanned, "train"),
+		placementRecord(0, OutcomeApplied, "train", "train"),
+		placementRecord(time.Hour, OutcomeApplied, "embed", "embed"), // dated ahead too
+	} {
+		if err := j.Append(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk := gpu.NewManualClock(t0.Add(5 * time.Minute))
+	j.holdSlowLoop(30*time.Minute, clk.Now) // as a running tuner says
+	if err := j.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := memoryText(j.slowLoop()), "plan 0s; moved train 0s; relaid out "; got != want {
+		t.Errorf("compacted 5m after train's move: %s, want %s", got, want)
+	}
+	j.Close()
+	j = openJournal(t, path)
+	defer j.Close()
+	tu, err := New(Options{Policy: fixed(nil), Clock: clk, Mode: ModeEnforce, Rebalance: movesEach{hold: 30 * time.Minute}, Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, held := tu.reb.moved["train"]; !held {
+		t.Errorf("train, moved 5 minutes before the restart (hold 30m), is not held after it: %v", tu.reb.moved)
 	}
 }

@@ -26,7 +26,10 @@ import (
 // device plugin's MPS daemon pod makes its namespace a best-effort tenant)
 // is every MPS client's of its GPU, the latency tenant's the pause
 // protects among them: a pause of its own tenant by it is refused, and so
-// is one whose groups hold it.
+// is one whose groups hold it. The server is the one the backend told
+// (gpu.Process.MPSServer, by what a process cannot set by renaming
+// itself), on a GPU in MPS mode and in its compute list; never a process
+// by its name, which a tenant sets to escape its pauses.
 
 // errSharedGroup is the error of a pause refused up front: a group it
 // would freeze holds another tenant's process.
@@ -119,8 +122,9 @@ func othersOf(snap *tenant.Snapshot, name string) map[uint32]string {
 	return out
 }
 
-// mpsServers are the MPS servers in snap's readings, PID to GPU UUID (a
-// vGPU host's guest processes aside: their PIDs are the guests').
+// mpsServers are the MPS servers in snap's readings, PID to GPU UUID: the
+// processes the backend told, each in the compute list of a GPU in MPS
+// mode (a vGPU host's guest processes aside: their PIDs are the guests').
 func mpsServers(snap *tenant.Snapshot) map[uint32]string {
 	out := map[uint32]string{}
 	if snap.Readings == nil {
@@ -128,11 +132,11 @@ func mpsServers(snap *tenant.Snapshot) map[uint32]string {
 	}
 	for i := range snap.Readings.Devices {
 		d := &snap.Readings.Devices[i]
-		if d.Mode == gpu.SharingVGPU {
+		if d.Mode != gpu.SharingMPS {
 			continue
 		}
 		for _, p := range d.Processes {
-			if p.MPSServer() && p.VGPUInstance == 0 {
+			if p.MPSServer && p.Type == gpu.ProcessCompute && p.VGPUInstance == 0 {
 				out[p.PID] = d.UUID
 			}
 		}

@@ -213,29 +213,14 @@ func TestPauseNeverStopsTheMPSServer(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := &groupPauser{group: map[uint32]string{9: "chat", server: "daemons", 12: "daemons"}}
-			pol := deciderFunc(func(s *State) []Action {
-				if _, ok := s.PauseTarget(uuid0, "daemons"); ok {
-					return nil
-				}
-				pids := c.named
-				if pids == nil {
-					pids = PausePIDs(s.Snapshot, "daemons")
-				}
-				return []Action{{Target: Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: pids[0]}, Tenant: "daemons", Class: gpu.ClassBestEffort,
-					PIDs: pids, Current: Duty(0), Want: Duty(0.5), Reason: "test"}}
-			})
-			tu, err := New(Options{Policy: pol, Guards: []Guard{Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(p),
-				Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tu := pausingTuner(t, p, pauseUnpaused("daemons", gpu.ClassBestEffort, c.named))
 			var last []Decision
 			for i, pids := range c.rounds {
 				var procs []gpu.Process
 				for _, pid := range pids {
 					pr := mpsProc(pid, nil)
 					if pid == server {
-						pr.Name = "/usr/bin/" + gpu.MPSServerName
+						pr = mpsServer(server)
 					}
 					procs = append(procs, pr)
 				}
@@ -252,6 +237,41 @@ func TestPauseNeverStopsTheMPSServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pauseUnpaused pauses tenant name on GPU-0 at every round it is not
+// paused there, by the processes named (nil: PausePIDs).
+func pauseUnpaused(name string, class gpu.TenantClass, named []uint32) Decider {
+	return deciderFunc(func(s *State) []Action {
+		if _, ok := s.PauseTarget(uuid0, name); ok {
+			return nil
+		}
+		pids := named
+		if pids == nil {
+			pids = PausePIDs(s.Snapshot, name)
+		}
+		return []Action{{Target: Target{GPU: uuid0, Knob: gpu.KnobPauseDuty, PID: pids[0]}, Tenant: name, Class: class,
+			PIDs: pids, Current: Duty(0), Want: Duty(0.5), Reason: "test"}}
+	})
+}
+
+// pausingTuner is an enforcing tuner of pol, its pauses p's.
+func pausingTuner(t *testing.T, p gpu.PauseActuator, pol Decider) *Tuner {
+	t.Helper()
+	tu, err := New(Options{Policy: pol, Guards: []Guard{Bounds{}}, Enabled: pauseOn, Actuators: ActuatorsOf(p),
+		Clock: gpu.NewManualClock(t0), Mode: ModeEnforce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tu
+}
+
+// mpsServer is process pid as the backend lists an MPS server: in the
+// compute list, its identity found (gpu.Process.MPSServer).
+func mpsServer(pid uint32) gpu.Process {
+	p := mpsProc(pid, nil)
+	p.Type, p.Name, p.MPSServer = gpu.ProcessCompute, "/usr/bin/"+gpu.MPSServerName, true
+	return p
 }
 
 // ownServer is why a pause of the tenant the MPS server is attributed to

@@ -108,8 +108,7 @@ func (t *Tuner) rebalance(ctx context.Context, st *State, now time.Time) []Decis
 	if !ok || t.switchedOff(plan) {
 		return nil
 	}
-	m.lastPlan = now
-	a := planAction(st, plan)
+	a := planAction(st, plan) // (its planned record starts the cool-down: journalPlanned)
 	out, applied := t.execute(ctx, st, a, now, map[string][]Action{}, nil)
 	if _, started := t.hooks[a.Target.String()]; applied && !started {
 		t.notePlanApplied(plan, now)
@@ -169,7 +168,7 @@ func (t *Tuner) notePlanApplied(plan gpu.Plan, now time.Time) {
 // is logged.
 func (t *Tuner) resumeSlowLoop(j *Journal, now time.Time) {
 	hold := t.o.Rebalance.MoveHold()
-	j.holdSlowLoop(hold)
+	j.holdSlowLoop(hold, t.o.Clock.Now)
 	mem := j.slowLoop()
 	stale := func(_ string, at time.Time) bool { return at.After(now) || now.Sub(at) >= hold }
 	maps.DeleteFunc(mem.moved, stale)

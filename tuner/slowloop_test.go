@@ -3,6 +3,7 @@ package tuner
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -135,5 +136,41 @@ func TestSlowLoopHoldsEveryTenantAPlanMoved(t *testing.T) {
 		if at, ok := tu.reb.moved[name]; !ok || !at.Equal(clk.Now()) {
 			t.Errorf("%s moved at %v (%v), want held from %v", name, at, ok, clk.Now())
 		}
+	}
+}
+
+// The slow loop's cool-down starts with its plan's planned record, which
+// a restart resumes it from: a plan whose action writes none (its GPU's
+// mode off, held by a hook or a restore, a guard's quiet) starts none, so
+// that the tuner running on and one started again agree.
+func TestSlowLoopCoolDownAsJournaled(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		modes map[string]Mode
+		want  time.Time // the cool-down's start, in memory and in the journal
+	}{
+		{"planned", nil, t0.Add(15 * time.Second)},
+		{"its target GPU off: no planned record", map[string]Mode{"GPU-1": ModeOff}, time.Time{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
+			defer j.Close()
+			clk := gpu.NewManualClock(t0)
+			tu, err := New(Options{Policy: fixed(nil), Actuators: ActuatorsOf(movesApplied{}), Clock: clk, Mode: ModeEnforce, GPUModes: c.modes,
+				Rebalance: movesEach{hold: 10 * time.Minute}, Journal: j})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(15 * time.Second)
+			if _, err := tu.RunOnce(context.Background(), tenantSnap(clk.Now(), proc{7, "train"})); err != nil {
+				t.Fatal(err)
+			}
+			if got := tu.reb.lastPlan; !got.Equal(c.want) {
+				t.Errorf("cool-down from %v in memory, want %v", got, c.want)
+			}
+			if got := j.slowLoop().lastPlan; !got.Equal(c.want) {
+				t.Errorf("cool-down from %v in the journal, want %v", got, c.want)
+			}
+		})
 	}
 }

@@ -310,14 +310,16 @@ func (b *Backend) Name() string { return "nvml" }
 
 // Sample reads every GPU. A GPU that fails is reported with Up=false and
 // Err; the error return is only for a closed backend or a cancelled context.
-// The processes are named once the GPUs are read, without the lock: a
-// name is a read of the process's procfs, which may not end (procname.go).
+// The processes are named, and the MPS servers told, once the GPUs are
+// read, without the lock: each is a read of the process's procfs, which
+// may not end (procname.go, mpsserver.go).
 func (b *Backend) Sample(ctx context.Context) (*gpu.Readings, error) {
 	rd, err := b.sampleGPUs(ctx)
 	if err != nil {
 		return nil, err
 	}
 	b.names.fill(rd)
+	b.names.markMPSServers(rd)
 	return rd, nil
 }
 

@@ -509,6 +509,7 @@ func (f *fixture) backend() *Backend {
 	f.t.Cleanup(func() { _ = b.Close() })
 	b.giProfileInfoV3 = f.giProfileInfoV3
 	b.names.read = f.procfs.read
+	b.names.link = f.procfs.link
 	return b
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -90,6 +91,8 @@ type procNames struct {
 	// read reads at most limit bytes from the start of the file at path
 	// (readHead; tests block it).
 	read func(path string, limit int64) ([]byte, error)
+	// link reads the symbolic link at path (os.Readlink; tests fake it)
+	link func(path string) (string, error)
 
 	mu    sync.Mutex
 	known map[uint32]procName // by PID, of the processes last listed
@@ -109,7 +112,7 @@ func newProcNames(root string, clock gpu.Clock, logger log.Logger) *procNames {
 		root = "/proc"
 	}
 	return &procNames{
-		root: root, clock: clock, logger: logger, read: readHead,
+		root: root, clock: clock, logger: logger, read: readHead, link: os.Readlink,
 		reads: procread.New(procread.Options{Timeout: nameTimeout, After: clock.After, MaxStuck: maxNameStuck, Join: true}),
 		known: map[uint32]procName{}, said: map[uint32]bool{},
 	}
@@ -220,15 +223,19 @@ func (n *procNames) name(pid uint32) string {
 }
 
 // noMPSServer says whether the processes pids (a GPU's compute list) are
-// each named, as last read, and none is an MPS server: a process not
-// named yet (new since the last sample, or whose name was not read)
-// leaves it unknown, false.
+// each named, as last read, and none is named as an MPS server: a process
+// not named yet (new since the last sample, or whose name was not read)
+// leaves it unknown, false. The name, which a process sets, suffices
+// here: a process that takes the server's keeps its GPU in MPS mode (so
+// read before) while the MPS clients' list is refused, which only keeps
+// the GPU's MPS controls; which process is the server is told by
+// markMPSServers.
 func (n *procNames) noMPSServer(pids []uint32) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, pid := range pids {
 		k, ok := n.known[pid]
-		if !ok || (gpu.Process{Name: k.name}).MPSServer() {
+		if !ok || filepath.Base(k.name) == gpu.MPSServerName {
 			return false
 		}
 	}

@@ -29,13 +29,16 @@ type fakeProcfs struct {
 	cmdline map[uint32]string
 	comm    map[uint32]string
 	start   map[uint32]string
+	exe     map[uint32]string        // the exe link's target; none where unset
+	ppid    map[uint32]uint32        // the parent; 1 where unset
 	blocked map[string]chan struct{} // by path: the reads wait until it is closed
 	entered chan string              // told of each blocked read as it blocks
 	reads   map[string]int           // by path
 }
 
 func newFakeProcfs() *fakeProcfs {
-	return &fakeProcfs{cmdline: map[uint32]string{}, comm: map[uint32]string{}, start: map[uint32]string{}, blocked: map[string]chan struct{}{},
+	return &fakeProcfs{cmdline: map[uint32]string{}, comm: map[uint32]string{}, start: map[uint32]string{},
+		exe: map[uint32]string{}, ppid: map[uint32]uint32{}, blocked: map[string]chan struct{}{},
 		entered: make(chan string, 64), reads: map[string]int{}}
 }
 
@@ -105,6 +108,10 @@ func (p *fakeProcfs) read(path string, limit int64) ([]byte, error) {
 	if !ok {
 		comm = fmt.Sprintf("proc%d", pid)
 	}
+	ppid, ok := p.ppid[pid]
+	if !ok {
+		ppid = 1
+	}
 	p.mu.Unlock()
 	if ch != nil {
 		p.entered <- path
@@ -113,7 +120,7 @@ func (p *fakeProcfs) read(path string, limit int64) ([]byte, error) {
 	var b []byte
 	switch file {
 	case "stat":
-		b = []byte(fmt.Sprintf("%d (proc %d) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %s 0 0\n", pid, pid, start))
+		b = []byte(fmt.Sprintf("%d (proc %d) S %d 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %s 0 0\n", pid, pid, ppid, start))
 	case "cmdline":
 		b = []byte(cmdline)
 	case "comm":
@@ -122,6 +129,35 @@ func (p *fakeProcfs) read(path string, limit int64) ([]byte, error) {
 		return nil, os.ErrNotExist
 	}
 	return b[:min(int64(len(b)), limit)], nil
+}
+
+// setExe makes process pid's executable exe (its exe link's target; ""
+// a link not read) and its parent ppid.
+func (p *fakeProcfs) setExe(pid uint32, exe string, ppid uint32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.exe[pid], p.ppid[pid] = exe, ppid
+	if exe == "" {
+		delete(p.exe, pid)
+	}
+}
+
+// link is procNames.link over the fake procfs at /proc: the exe links.
+func (p *fakeProcfs) link(path string) (string, error) {
+	rel, ok := strings.CutPrefix(path, "/proc/")
+	dir, ok2 := strings.CutSuffix(rel, "/exe")
+	n, err := strconv.ParseUint(dir, 10, 32)
+	if !ok || !ok2 || err != nil {
+		return "", os.ErrNotExist
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reads[path]++
+	exe, ok := p.exe[uint32(n)]
+	if !ok {
+		return "", os.ErrNotExist
+	}
+	return exe, nil
 }
 
 func oneProc(pid uint32) []nvml.ProcessInfo {

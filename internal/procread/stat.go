@@ -25,3 +25,21 @@ func StartTime(stat []byte) (string, bool) {
 	}
 	return string(f[19]), true
 }
+
+// ParentPID returns the parent's PID (field 4) of a /proc/PID/stat line;
+// false where the line is not one.
+func ParentPID(stat []byte) (uint32, bool) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(stat[i+1:])
+	if len(f) < 2 { // state (3) ppid (4)
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(f[1]), 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return uint32(n), true
+}
