@@ -18,6 +18,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
 )
 
@@ -75,6 +76,35 @@ func TestRebalance(t *testing.T) {
 			}
 			if fmt.Sprint(got.Moves[0].Pod, got.Reason) != fmt.Sprint(plan.Moves[0].Pod, plan.Reason) {
 				t.Errorf("hook read %+v, want %+v", got, plan)
+			}
+		})
+	}
+}
+
+// TestPartialCutAtTheOutputCap: a hook whose stdout fills the 1 MiB that
+// is kept of it, "applied 12" cut to "applied 1" at the cap, names move
+// 12 made, not move 1, which it never reported: the cut line is not read;
+// a last line without a newline short of the cap is.
+func TestPartialCutAtTheOutputCap(t *testing.T) {
+	moves := make([]gpu.Move, 12)
+	for i := range moves {
+		moves[i] = podMove
+	}
+	fill := command.DefaultMaxOutput - len("\napplied 1")
+	for _, tc := range []struct {
+		name, body string
+		applied    []int
+	}{
+		{"cut at the cap", fmt.Sprintf(`head -c %d /dev/zero | tr '\0' x; printf '\napplied 12\n'; exit 4`, fill), []int{}},
+		{"complete at the cap", fmt.Sprintf(`head -c %d /dev/zero | tr '\0' x; printf '\napplied 7\n'; exit 4`, fill-1), []int{6}},
+		{"no newline short of the cap", `printf 'applied 2\napplied 5'; exit 4`, []int{1, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := commandtest.New(t)
+			h := newHook(t, f.Script(t, "hook", tc.body), 10*time.Second)
+			var partial *gpu.PartialError
+			if err := h.Rebalance(context.Background(), gpu.Plan{Reason: "r", Moves: moves}); !errors.As(err, &partial) || !slices.Equal(partial.Applied, tc.applied) {
+				t.Errorf("error %v: PartialError %+v, want one with the moves %v applied", err, partial, tc.applied)
 			}
 		})
 	}
