@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Bounds on the scenario's free strings (docs/simulator.md, Limits). The
@@ -44,6 +46,9 @@ const (
 	textToken
 	// textLine: printable ASCII, spaces included.
 	textLine
+	// textUTF8: UTF-8 without control characters or line breaks, as a
+	// name the exporter reads may be (a VM's vm_name label).
+	textUTF8
 )
 
 // text is one free string of the scenario: where it is, its value, its
@@ -72,9 +77,9 @@ func (p *parser) checkTexts(sc *Scenario) error {
 			text{at("name"), t.Name, maxNameLen, textName},
 			text{at("process", "executable"), t.Process.Executable, maxPathLen, textLine},
 			text{at("process", "cgroup"), t.Process.Cgroup, maxPathLen, textToken},
-			text{at("vm", "name"), t.VM.Name, maxNameLen, textLine},
+			text{at("vm", "name"), t.VM.Name, maxNameLen, textUTF8},
 			text{at("vm", "type"), t.VM.Type, maxVGPUTypeLen, textToken},
-			text{at("workload", "model_name"), t.Workload.Model, maxNameLen, textLine},
+			text{at("workload", "model_name"), t.Workload.Model, maxNameLen, textUTF8},
 		)
 	}
 	for _, t := range ts {
@@ -94,6 +99,8 @@ func (t text) problem() string {
 		return fmt.Sprintf("%.32q... is %d bytes long; at most %d", t.v, len(t.v), t.max)
 	case t.kind == textName && !tenantNameRE.MatchString(t.v):
 		return fmt.Sprintf("%q: use letters, digits, '_', '-', '.'", t.v)
+	case t.kind == textUTF8:
+		return utf8Problem(t.v)
 	}
 	for _, c := range []byte(t.v) {
 		if c < ' ' || c > '~' || (c == ' ' && t.kind == textToken) {
@@ -102,6 +109,21 @@ func (t text) problem() string {
 				what += " without spaces"
 			}
 			return fmt.Sprintf("%q: use %s (no control characters or line breaks)", t.v, what)
+		}
+	}
+	return ""
+}
+
+// utf8Problem says what is wrong with a textUTF8 string v, "" when
+// nothing is: bytes that are not UTF-8, a control character (C0, DEL,
+// C1) or a line or paragraph separator.
+func utf8Problem(v string) string {
+	if !utf8.ValidString(v) {
+		return fmt.Sprintf("%+q: not UTF-8", v)
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) {
+			return fmt.Sprintf("%+q: use UTF-8 without control characters or line breaks", v)
 		}
 	}
 	return ""

@@ -40,10 +40,15 @@ func TestFreeStringsBounded(t *testing.T) {
 		{"executable with an escape", scenario("", "", `process: {executable: "vllm\e]0;x\a"}, `), `x.yaml:5: tenants[0].process.executable "vllm\x1b]0;x\a": use printable ASCII (no control`},
 		{"executable past PATH_MAX", scenario("", "", "process: {executable: /"+long(maxPathLen)+"}, "), "tenants[0].process.executable \"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"... is 4096 bytes long; at most 4095"},
 		{"cgroup with a line break", scenario("", "", `process: {cgroup: "/a\n/b"}, `), `x.yaml:5: tenants[0].process.cgroup "/a\n/b": use printable ASCII without spaces`},
-		{"VM name with a line break", scenario("", ", sharing: vgpu", `vm: {name: "vm\nx"}, `), `x.yaml:5: tenants[0].vm.name "vm\nx": use printable ASCII`},
+		{"VM name with a line break", scenario("", ", sharing: vgpu", `vm: {name: "vm\nx"}, `), `x.yaml:5: tenants[0].vm.name "vm\nx": use UTF-8 without control characters or line breaks`},
+		{"VM name in UTF-8 with spaces", scenario("", ", sharing: vgpu", `vm: {name: "VM café (prod) 東京"}, `), ""},
+		{"VM name with a C1 control", scenario("", ", sharing: vgpu", `vm: {name: "vm\u009b31m"}, `), `x.yaml:5: tenants[0].vm.name "vm\u009b31m": use UTF-8 without control`},
+		{"VM name with a line separator", scenario("", ", sharing: vgpu", `vm: {name: "vm\u2028x"}, `), `tenants[0].vm.name "vm\u2028x": use UTF-8 without control`},
+		{"VM name in UTF-8 past the bound in bytes", scenario("", ", sharing: vgpu", "vm: {name: "+strings.Repeat("é", maxNameLen/2+1)+"}, "), "tenants[0].vm.name \"éééééééééééééééééééééééééééééééé\"... is 254 bytes long; at most 253"},
 		{"VM name past the bound", scenario("", ", sharing: vgpu", "vm: {name: "+long(maxNameLen+1)+"}, "), "tenants[0].vm.name \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"... is 254 bytes long; at most 253"},
 		{"vGPU type past NVML's bound", scenario("", ", sharing: vgpu", "vm: {type: H100-"+long(maxVGPUTypeLen)+"}, "), "tenants[0].vm.type \"H100-aaaaaaaaaaaaaaaaaaaaaaaaaaa\"... is 68 bytes long; at most 63"},
-		{"model name with a line break", "name: x\ngpus:\n  - {model: H100-SXM5-80GB}\ntenants:\n  - {name: a, workload: {model_name: \"m\\nx\", type: dnn, flops: 1e9, arrival: {process: poisson, rate: 1}}}\n", `x.yaml:5: tenants[0].workload.model_name "m\nx": use printable ASCII`},
+		{"model name with a line break", "name: x\ngpus:\n  - {model: H100-SXM5-80GB}\ntenants:\n  - {name: a, workload: {model_name: \"m\\nx\", type: dnn, flops: 1e9, arrival: {process: poisson, rate: 1}}}\n", `x.yaml:5: tenants[0].workload.model_name "m\nx": use UTF-8 without control characters or line breaks`},
+		{"model name in UTF-8", "name: x\ngpus:\n  - {model: H100-SXM5-80GB}\ntenants:\n  - {name: a, workload: {model_name: \"modèle-ä\", type: dnn, flops: 1e9, arrival: {process: poisson, rate: 1}}}\n", ""},
 		{"model name with a slash and spaces", "name: x\ngpus:\n  - {model: H100-SXM5-80GB}\ntenants:\n  - {name: a, workload: {model_name: meta-llama/Llama 3.1, type: dnn, flops: 1e9, arrival: {process: poisson, rate: 1}}}\n", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) { wantParse(t, c.src, c.want) })

@@ -69,8 +69,9 @@ func attributeAtStart(sc *sim.Scenario, cfg *tenant.Config) (map[uint32]string, 
 // hold a tenant the scenario judges an SLO of to that SLO for that
 // tenant's own processes: its process is attributed to another tenant of
 // cfg (or to none), another tenant's process is attributed to the tenant
-// of its name, or its sim:// latency source reads another tenant's
-// application. The run would score the tuner on the tenant's SLO while
+// of its name (but for one of its clients, clientOf: an unjudged process
+// of its pod or cgroup, a sidecar), or its sim:// latency source reads
+// another tenant's application. The run would score the tuner on the tenant's SLO while
 // the tuner attached that objective to other work. The error names each
 // such tenant, where its process landed and what its selectors matched.
 func checkAttribution(sc *sim.Scenario, cfg *tenant.Config) error {
@@ -91,10 +92,10 @@ func checkAttribution(sc *sim.Scenario, cfg *tenant.Config) error {
 	if err != nil {
 		return err
 	}
-	held := map[string][]string{} // the processes each tenant of cfg holds
+	held := map[string][]sim.TenantSpec{} // the processes each tenant of cfg holds
 	for _, t := range sc.Tenants {
 		if name, ok := by[t.Process.PID]; ok {
-			held[name] = append(held[name], owned(t))
+			held[name] = append(held[name], t)
 		}
 	}
 	for _, t := range sc.Tenants {
@@ -103,10 +104,14 @@ func checkAttribution(sc *sim.Scenario, cfg *tenant.Config) error {
 			continue
 		}
 		at := sim.FileLine(cfg.File, tenantLine(cfg, t.Name))
-		var others []string
+		var others, foreign []string // other processes held; those not t's clients
 		for _, o := range held[t.Name] {
-			if o != owned(t) {
-				others = append(others, o)
+			if o.Process.PID == t.Process.PID {
+				continue
+			}
+			others = append(others, owned(o))
+			if !clientOf(o, t) {
+				foreign = append(foreign, owned(o))
 			}
 		}
 		switch {
@@ -121,15 +126,25 @@ func checkAttribution(sc *sim.Scenario, cfg *tenant.Config) error {
 			}
 			diffs = append(diffs, fmt.Sprintf("tenant %s: its process (PID %d) is attributed to %s; the selectors of tenant %s (%s) match %s",
 				t.Name, t.Process.PID, landed, t.Name, at, matched))
-		case len(others) > 0:
-			diffs = append(diffs, fmt.Sprintf("tenant %s: the selectors of tenant %s (%s) match %s process%s as well as its own",
-				t.Name, t.Name, at, strings.Join(others, ", "), plural(len(others))))
+		case len(foreign) > 0:
+			diffs = append(diffs, fmt.Sprintf("tenant %s: the selectors of tenant %s (%s) match %s process%s as well as its own (another process may be the tenant's only where the scenario judges no SLO of it and it shares the tenant's pod_uid or cgroup)",
+				t.Name, t.Name, at, strings.Join(foreign, ", "), plural(len(foreign))))
 		}
 	}
 	if len(diffs) > 0 {
 		return attributionError(sc, diffs)
 	}
 	return nil
+}
+
+// clientOf says whether o's process may be one of judged tenant t's own
+// clients, as production attributes a pod's processes to its tenant and
+// the tuner splits the tenant's share over them (a sidecar on the GPU):
+// the scenario judges no SLO of o, and o shares t's pod or cgroup.
+func clientOf(o, t sim.TenantSpec) bool {
+	samePod := t.Process.PodUID != "" && o.Process.PodUID == t.Process.PodUID
+	sameCgroup := t.Process.Cgroup != "" && o.Process.Cgroup == t.Process.Cgroup
+	return o.SLO == nil && (samePod || sameCgroup)
 }
 
 // owned names t's process as a tenant's selectors match it.

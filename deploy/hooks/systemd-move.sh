@@ -18,9 +18,23 @@
 # Needs: systemctl (root), jq.
 # Environment: SYSTEMCTL (default systemctl), SYSTEMD_UNIT_DIR (default
 # /etc/systemd/system), PROC_ROOT (default /proc).
-# Exit: 0 done; 1 a restart failed (stderr names it); 2 bad plan; 127 jq or
-# systemctl not found (nothing done).
+# Stdout: "applied N" for each move made (N its place in the plan's moves,
+# from 1; the moves of one unit made by its one restart), besides what it
+# did.
+# Exit: 0 done; 4 some restarts done, others failed (stderr names each);
+# 1 no restart done, or anything else failed; 2 bad plan; 127 jq or
+# systemctl not found (nothing done). It never exits 3 (refused): a
+# command's own status that ends it (systemctl's 3, jq's) reads as 1.
 set -eu
+
+given= moves= units= ours=
+# quit exits with a status this script means; any other end (a command
+# failing under set -e) is 1
+quit() {
+	ours=1
+	exit "$1"
+}
+trap 'st=$?; rm -f ${given:+"$given"} ${moves:+"$moves"} ${units:+"$units"}; [ -n "$ours" ] || [ "$st" -eq 0 ] || exit 1' EXIT
 
 SYSTEMCTL=${SYSTEMCTL:-systemctl}
 UNIT_DIR=${SYSTEMD_UNIT_DIR:-/etc/systemd/system}
@@ -32,7 +46,7 @@ for tool in jq "$SYSTEMCTL"; do
 	case "$found" in */*) [ -f "$found" ] && [ -x "$found" ] || found= ;; esac
 	if [ -z "$found" ]; then
 		printf 'systemd-move: cannot run: %s not found, or not an executable file (PATH=%s); the hook needs jq and systemctl (SYSTEMCTL names another)\n' "$tool" "$PATH" >&2
-		exit 127
+		quit 127
 	fi
 done
 plan=$(cat)
@@ -101,35 +115,39 @@ unit_of_pid() {
 
 if ! printf '%s' "$plan" | jq -e 'type == "object"' >/dev/null 2>&1; then
 	echo "systemd-move: the plan on stdin is not a JSON object" >&2
-	exit 2
+	quit 2
 fi
 if ! printf '%s' "$plan" | jq -e '[.moves // [], .mig // []] | all(type == "array" and all(.[]; type == "object"))' >/dev/null 2>&1; then
 	echo "systemd-move: the plan's moves and mig are not arrays of objects" >&2
-	exit 2
+	quit 2
 fi
 if [ "$(printf '%s' "$plan" | jq '.mig // [] | length')" -gt 0 ]; then
 	echo "systemd-move: MIG layout changes are not applied by this hook" >&2
-	exit 2
+	quit 2
 fi
 dry=$(printf '%s' "$plan" | jq '.dry_run == true')
 
 given=$(mktemp)
 moves=$(mktemp)
-trap 'rm -f "$given" "$moves"' EXIT
+units=$(mktemp)
 # fields split by the unit separator: a tab run would merge empty fields
 printf '%s' "$plan" | jq -r '.moves // [] | .[] | [.tenant // "", .unit // "", .to_uuid // "", .pid // ""] | map(tostring | gsub("[\u0000-\u001f]"; "?")) | join("\u001f")' >"$given"
 
 sep=$(printf '\037')
 seen=' '
+n=0
 while IFS="$sep" read -r tenant unit to pid; do
+	n=$((n + 1))
 	case "$pid" in '' | *[!0-9]*) ;; *) [ -n "$unit" ] || unit=$(unit_of_pid "$pid") ;; esac
+	# each move by its place in the plan, for the "applied N" of its unit
+	printf '%s\037%s\n' "$n" "$unit" >>"$units"
 	# several processes of one service: it is restarted once, and to one GPU
 	case "$seen" in
 	*" $unit=$to "*) [ -n "$unit" ] && continue ;;
 	*" $unit="*)
 		if [ -n "$unit" ]; then
 			printf '%s\n' "systemd-move: the plan moves $unit to more than one GPU" >&2
-			exit 2
+			quit 2
 		fi
 		;;
 	esac
@@ -143,7 +161,7 @@ while IFS="$sep" read -r tenant unit to; do
 	case "$to" in '' | *[!A-Za-z0-9-]*) to_bad=1 ;; *) to_bad=0 ;; esac
 	if [ "$unit_bad" = 1 ] || [ "$to_bad" = 1 ]; then
 		printf '%s\n' "systemd-move: the move of tenant '$tenant' needs a .service unit and a GPU UUID (unit '$unit', to '$to')" >&2
-		exit 2
+		quit 2
 	fi
 done <"$moves"
 
@@ -151,7 +169,7 @@ if [ "$dry" = true ]; then
 	while IFS="$sep" read -r tenant unit to; do
 		printf '%s\n' "would restart $unit (tenant $tenant) with CUDA_VISIBLE_DEVICES=$to"
 	done <"$moves"
-	exit 0
+	quit 0
 fi
 
 while IFS="$sep" read -r tenant unit to; do
@@ -160,15 +178,27 @@ while IFS="$sep" read -r tenant unit to; do
 	printf '# Written by the vgpu_exporter rebalancing hook (tenant %s).\n[Service]\nEnvironment=CUDA_VISIBLE_DEVICES=%s\n' "$tenant" "$to" >"$dir/.50-vgpu-gpu.conf.tmp"
 	mv "$dir/.50-vgpu-gpu.conf.tmp" "$dir/50-vgpu-gpu.conf"
 done <"$moves"
-"$SYSTEMCTL" daemon-reload
+if ! "$SYSTEMCTL" daemon-reload </dev/null; then
+	echo "systemd-move: systemctl daemon-reload failed: no unit restarted" >&2
+	quit 1
+fi
 
-status=0
+made=0 failed=0
 while IFS="$sep" read -r tenant unit to; do
 	if "$SYSTEMCTL" restart "$unit" </dev/null; then
 		printf '%s\n' "restarted $unit (tenant $tenant) on $to"
+		while IFS="$sep" read -r n u; do
+			[ "$u" != "$unit" ] || printf '%s\n' "applied $n"
+		done <"$units"
+		made=$((made + 1))
 	else
 		printf '%s\n' "systemd-move: restart of $unit (tenant $tenant) failed" >&2
-		status=1
+		failed=$((failed + 1))
 	fi
 done <"$moves"
-exit "$status"
+if [ "$failed" -eq 0 ]; then
+	quit 0
+elif [ "$made" -gt 0 ]; then
+	quit 4
+fi
+quit 1

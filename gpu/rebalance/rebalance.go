@@ -12,6 +12,7 @@
 package rebalance
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -141,8 +142,13 @@ func (refused) Is(target error) bool { return target == gpu.ErrBusy }
 
 // applied returns the moves (indexes into a plan of n) that a hook's
 // stdout names made, each once, in order: its lines "applied N", N from 1;
-// other lines, and N out of the plan, are not read as moves.
+// other lines, and N out of the plan, are not read as moves. Where stdout
+// filled what command.Run keeps of it, its last line without a newline
+// was cut there ("applied 12" kept as "applied 1") and is not read.
 func applied(stdout []byte, n int) []int {
+	if len(stdout) >= command.DefaultMaxOutput && !bytes.HasSuffix(stdout, []byte("\n")) {
+		stdout = stdout[:bytes.LastIndexByte(stdout, '\n')+1]
+	}
 	var out []int
 	for line := range strings.Lines(string(stdout)) {
 		num, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "applied ")

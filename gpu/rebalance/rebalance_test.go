@@ -18,6 +18,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
+	"github.com/vgpu-exporter/vgpu_exporter/internal/command"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/command/commandtest"
 )
 
@@ -75,6 +76,35 @@ func TestRebalance(t *testing.T) {
 			}
 			if fmt.Sprint(got.Moves[0].Pod, got.Reason) != fmt.Sprint(plan.Moves[0].Pod, plan.Reason) {
 				t.Errorf("hook read %+v, want %+v", got, plan)
+			}
+		})
+	}
+}
+
+// TestPartialCutAtTheOutputCap: a hook whose stdout fills the 1 MiB that
+// is kept of it, "applied 12" cut to "applied 1" at the cap, names move
+// 12 made, not move 1, which it never reported: the cut line is not read;
+// a last line without a newline short of the cap is.
+func TestPartialCutAtTheOutputCap(t *testing.T) {
+	moves := make([]gpu.Move, 12)
+	for i := range moves {
+		moves[i] = podMove
+	}
+	fill := command.DefaultMaxOutput - len("\napplied 1")
+	for _, tc := range []struct {
+		name, body string
+		applied    []int
+	}{
+		{"cut at the cap", fmt.Sprintf(`head -c %d /dev/zero | tr '\0' x; printf '\napplied 12\n'; exit 4`, fill), []int{}},
+		{"complete at the cap", fmt.Sprintf(`head -c %d /dev/zero | tr '\0' x; printf '\napplied 7\n'; exit 4`, fill-1), []int{6}},
+		{"no newline short of the cap", `printf 'applied 2\napplied 5'; exit 4`, []int{1, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := commandtest.New(t)
+			h := newHook(t, f.Script(t, "hook", tc.body), 10*time.Second)
+			var partial *gpu.PartialError
+			if err := h.Rebalance(context.Background(), gpu.Plan{Reason: "r", Moves: moves}); !errors.As(err, &partial) || !slices.Equal(partial.Applied, tc.applied) {
+				t.Errorf("error %v: PartialError %+v, want one with the moves %v applied", err, partial, tc.applied)
 			}
 		})
 	}
@@ -330,7 +360,10 @@ func TestKubernetesEvictHook(t *testing.T) {
 // A unit's name is as systemd escapes it (train@gpu\x2d0.service, a '-'
 // of its instance written \x2d), as kube.SystemdService reads it from the
 // cgroup path and Validate takes it; before, the hook refused it as "needs
-// a .service unit".
+// a .service unit". Restarts that fail after others were made exit 4,
+// naming the moves made (each move of a unit restarted: PIDs of one
+// service are one restart) with "applied N"; a systemctl failing
+// otherwise, whatever its status (3: refused, to the contract), is 1.
 func TestSystemdMoveHook(t *testing.T) {
 	ctx := context.Background()
 	moves := []gpu.Move{
@@ -345,12 +378,23 @@ func TestSystemdMoveHook(t *testing.T) {
 		err             string
 		calls           string
 		dropins         bool
+		applied         []int // the moves a *gpu.PartialError names; nil: none
 	}{
 		{name: "drop-ins, one reload, restarts", plan: gpu.Plan{Reason: "r", Moves: moves},
 			calls: restarts, dropins: true},
-		{name: "a failed restart is reported", systemctl: `[ "$2" = llm-a.service ] && { echo "Job for llm-a.service failed" >&2; exit 1; }; exit 0`,
-			plan: gpu.Plan{Reason: "r", Moves: moves}, err: "restart of llm-a.service (tenant llm-a) failed",
+		{name: "a failed restart is reported, the others made", systemctl: `[ "$2" = llm-a.service ] && { echo "Job for llm-a.service failed" >&2; exit 1; }; exit 0`,
+			plan: gpu.Plan{Reason: "r", Moves: moves}, err: "exit status 4: Job for llm-a.service failed; systemd-move: restart of llm-a.service (tenant llm-a) failed",
+			calls: restarts, dropins: true, applied: []int{1, 2}},
+		{name: "every restart failing", systemctl: `[ "$1" = restart ] && exit 3; exit 0`,
+			plan: gpu.Plan{Reason: "r", Moves: moves}, err: "exit status 1: systemd-move: restart of llm-a.service (tenant llm-a) failed",
 			calls: restarts, dropins: true},
+		{name: "the reload failing with 3 is no refusal", systemctl: `echo "Access denied" >&2; exit 3`,
+			plan: gpu.Plan{Reason: "r", Moves: moves}, err: "exit status 1: Access denied", calls: "[[daemon-reload]]", dropins: true},
+		{name: "a unit found from PIDs failing: the others' moves made", systemctl: `[ "$2" = 'train@gpu\x2d0.service' ] && exit 1; exit 0`,
+			plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{
+				{Tenant: "train", PID: 21, ToUUID: "GPU-2"}, {Tenant: "llm-a", PID: 10, ToUUID: "GPU-1"}, {Tenant: "llm-b", PID: 20, ToUUID: "MIG-5c1e"},
+				{Tenant: "llm-a", PID: 11, ToUUID: "GPU-1"}, {Tenant: "train", PID: 22, ToUUID: "GPU-2"}}},
+			err: "exit status 4", calls: `[[daemon-reload] [restart train@gpu\x2d0.service] [restart llm-a.service] [restart llm-b@2.service]]`, dropins: true, applied: []int{1, 3, 2}},
 		{name: "dry run changes nothing", plan: gpu.Plan{Reason: "r", DryRun: true, Moves: moves}, calls: "[]"},
 		{name: "a move without a unit", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{moves[0], {Tenant: "x", PID: 3, ToUUID: "GPU-1"}}}, err: "needs a .service unit", calls: "[]"},
 		{name: "units found from the PIDs, each restarted once", plan: gpu.Plan{Reason: "r", Moves: []gpu.Move{
@@ -407,6 +451,13 @@ func TestSystemdMoveHook(t *testing.T) {
 			}
 			if got := fmt.Sprint(f.Calls(t, "systemctl")); got != tc.calls {
 				t.Errorf("systemctl calls %s, want %s", got, tc.calls)
+			}
+			if errors.Is(err, gpu.ErrBusy) {
+				t.Errorf("error %v reads as refused", err)
+			}
+			var partial *gpu.PartialError
+			if errors.As(err, &partial) != (tc.applied != nil) || partial != nil && !slices.Equal(partial.Applied, tc.applied) {
+				t.Errorf("error %v: PartialError %+v, want one with the moves %v applied", err, partial, tc.applied)
 			}
 			for _, m := range moves {
 				data, err := os.ReadFile(filepath.Join(unitDir, m.Unit+".d", "50-vgpu-gpu.conf"))

@@ -364,11 +364,30 @@ func pow10(p int) uint64 {
 // FloorPercent renders an attainment (0-1) as a percentage with one
 // decimal, rounded down as Attainment is: a printed figure reaches a
 // quantile only when the attainment does ("98.9%" for 0.989999).
-func FloorPercent(v float64) string {
+func FloorPercent(v float64) string { return floorPercent(v, 1) }
+
+// FloorPercentFor renders the attainment v of an SLO at quantile q as
+// FloorPercent does, with one more decimal for each digit q carries
+// beyond 0.1% (p99.95: "99.94%" for 0.99949, not met; "99.99%" for
+// 0.99995, met), up to four: the figure reaches q's exactly when v does.
+// A quantile on a tenth of a percent (or none, 0) prints as FloorPercent.
+func FloorPercentFor(v, q float64) string {
+	d := 1
+	for ; d < 4; d++ {
+		x := q * 100 * math.Pow10(d)
+		if math.Abs(x-math.Round(x)) < 1e-6 {
+			break
+		}
+	}
+	return floorPercent(v, d)
+}
+
+// floorPercent is v as a percentage rounded down to d decimals.
+func floorPercent(v float64, d int) string {
 	// v is within rounding of a decimal of 6 digits (or a mean of such
-	// over seeds): the ten-millionth of a tenth added keeps a figure on
-	// a tenth from falling below it
-	return strconv.FormatFloat(math.Floor(v*1000+1e-7)/10, 'f', 1, 64) + "%"
+	// over seeds): the ten-millionth added keeps a figure on a decimal
+	// place from falling below it
+	return strconv.FormatFloat(math.Floor(v*math.Pow10(d+2)+1e-7)/math.Pow10(d), 'f', d, 64) + "%"
 }
 
 // sloAttainment is the attainment of a tenant with an SLO; nil without one.

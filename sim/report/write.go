@@ -49,7 +49,7 @@ func WriteSummaryText(w io.Writer, s Summary) error {
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENANT\tGPU\tREQUESTS\tREQ/S\tSLO\tATTAINMENT\tMET\tSLACK\tP50\tP99\tWORK/S\tGOODPUT/S\tSM SHARE\tBW SHARE\tDROPPED\tOVERDUE\tOOMS")
 	for _, t := range s.Tenants {
-		slo, met, att := "-", "-", fmtAttainment(t.Attainment)
+		slo, met, att := "-", "-", fmtAttainment(t.Attainment, t.SLOQuantile)
 		if t.NeverServed() {
 			att = "no requests"
 		}
@@ -300,13 +300,13 @@ func fmtRatio(v *float64) string {
 	return strconv.FormatFloat(*v*100, 'f', 1, 64) + "%"
 }
 
-// fmtAttainment renders an attainment as a percentage rounded down
-// (FloorPercent).
-func fmtAttainment(v *float64) string {
+// fmtAttainment renders an attainment of an SLO at quantile q as a
+// percentage rounded down (FloorPercentFor).
+func fmtAttainment(v *float64, q float64) string {
 	if v == nil {
 		return "-"
 	}
-	return FloorPercent(*v)
+	return FloorPercentFor(*v, q)
 }
 
 // fmtTimes renders a ratio as a multiple ("2.5x").

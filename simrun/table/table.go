@@ -316,6 +316,7 @@ func ratio(a, b float64) string {
 type latencyTenant struct {
 	name       string
 	attainment float64 // mean, 0-1
+	quantile   float64 // its SLO's
 	met        int     // seeds on which it met its SLO
 	served     int     // seeds on which a request ended
 }
@@ -324,7 +325,7 @@ func (l latencyTenant) String(seeds int) string {
 	if l.served == 0 {
 		return fmt.Sprintf("%s no requests (%d/%d)", l.name, l.met, seeds)
 	}
-	return fmt.Sprintf("%s %s (%d/%d)", l.name, report.FloorPercent(l.attainment), l.met, seeds)
+	return fmt.Sprintf("%s %s (%d/%d)", l.name, report.FloorPercentFor(l.attainment, l.quantile), l.met, seeds)
 }
 
 // latencyTenants are the tenants with an SLO in any of p's runs, sorted
@@ -351,6 +352,7 @@ func latencyTenants(p *policyRuns) []latencyTenant {
 					continue
 				}
 				n++
+				l.quantile = ts.SLOQuantile
 				if ts.Attainment != nil {
 					sum += *ts.Attainment
 					l.served++

@@ -165,12 +165,13 @@ func TestUnservedLatencyTenant(t *testing.T) {
 
 // TestAttainmentCellRoundsDown: the mean attainment over seeds prints
 // rounded down to 0.1%, so that it reads as reaching a p99 quantile only
-// where it does.
+// where it does; at a quantile finer than 0.1% (p99.95) with its digits.
 func TestAttainmentCellRoundsDown(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	b := func(v bool) *bool { return &v }
+	q := 0.99
 	chat := func(att float64, met bool) []report.TenantSummary {
-		return []report.TenantSummary{{Tenant: "chat", SLOQuantile: 0.99, SLOTarget: 1, Attainment: f(att), SLOMet: b(met)}}
+		return []report.TenantSummary{{Tenant: "chat", SLOQuantile: q, SLOTarget: 1, Attainment: f(att), SLOMet: b(met)}}
 	}
 	for _, tc := range []struct {
 		name string
@@ -185,6 +186,10 @@ func TestAttainmentCellRoundsDown(t *testing.T) {
 		if got := attainmentCell(tc.p); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+	q = 0.9995
+	if got, want := attainmentCell(&policyRuns{sums: []report.Summary{{Tenants: chat(0.99995, true)}}}), "chat 99.99% (1/1)"; got != want {
+		t.Errorf("p99.95 reached: %q, want %q", got, want)
 	}
 }
 
