@@ -65,18 +65,6 @@ func (t *Tuner) refuseAfterFailure(a, failed Action, now time.Time) Decision {
 	return t.conclude(a, nil, d, now, nil) // no guard learns of it
 }
 
-// journalPlanned journals a as planned at now. A slow loop's plan's
-// cool-down starts there (reb.lastPlan), not before: an action mode off,
-// held by a hook or a restore, or a guard's quiet writes no planned record,
-// from which a restart resumes it (resumeSlowLoop), and starts none.
-func (t *Tuner) journalPlanned(a Action, now time.Time) error {
-	if isPlanKnob(a.Target.Knob) {
-		t.reb.lastPlan = now
-	}
-	return t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
-		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
-}
-
 // execute runs one action through the guard chain and, where its GPU's
 // mode allows (a plan's: every GPU's it changes, actionMode), applies it.
 // appliedOn holds the actions applied in this round by GPU, which a
