@@ -97,6 +97,8 @@ type procNames struct {
 	mu    sync.Mutex
 	known map[uint32]procName // by PID, of the processes last listed
 	said  map[uint32]bool     // the processes logged as not read in time, while listed
+	// the processes logged as taken for an MPS server unverified, while listed
+	unverified map[uint32]bool
 }
 
 // procName is a process's name, as last read.
@@ -114,7 +116,7 @@ func newProcNames(root string, clock gpu.Clock, logger log.Logger) *procNames {
 	return &procNames{
 		root: root, clock: clock, logger: logger, read: readHead, link: os.Readlink,
 		reads: procread.New(procread.Options{Timeout: nameTimeout, After: clock.After, MaxStuck: maxNameStuck, Join: true}),
-		known: map[uint32]procName{}, said: map[uint32]bool{},
+		known: map[uint32]procName{}, said: map[uint32]bool{}, unverified: map[uint32]bool{},
 	}
 }
 
@@ -163,6 +165,11 @@ func (n *procNames) fill(rd *gpu.Readings) {
 	for pid := range n.said {
 		if !listed[pid] {
 			delete(n.said, pid)
+		}
+	}
+	for pid := range n.unverified {
+		if !listed[pid] {
+			delete(n.unverified, pid)
 		}
 	}
 	n.mu.Unlock()
