@@ -94,11 +94,7 @@ func (n *procNames) markMPSServers(rd *gpu.Readings) {
 // sayUnverified logs, once while it is listed, process pid of d taken for
 // its MPS server unverified, unread not read.
 func (n *procNames) sayUnverified(pid uint32, d *gpu.Device, unread string) {
-	n.mu.Lock()
-	said := n.unverified[pid]
-	n.unverified[pid] = true
-	n.mu.Unlock()
-	if !said {
+	if n.firstSaid(n.unverified, pid) {
 		level.Warn(n.logger).Log("msg", "a process named as the MPS server is taken for it unverified: its pauses are refused, as the server's, and a tenant's process so named escapes its pauses; grant the exporter CAP_SYS_PTRACE (read access to /proc/PID/exe only) to verify it",
 			"pid", pid, "gpu", d.Index, "uuid", d.UUID, "not_read", unread)
 	}

@@ -162,14 +162,11 @@ func (n *procNames) fill(rd *gpu.Readings) {
 			delete(n.known, pid)
 		}
 	}
-	for pid := range n.said {
-		if !listed[pid] {
-			delete(n.said, pid)
-		}
-	}
-	for pid := range n.unverified {
-		if !listed[pid] {
-			delete(n.unverified, pid)
+	for _, said := range []map[uint32]bool{n.said, n.unverified} {
+		for pid := range said {
+			if !listed[pid] {
+				delete(said, pid)
+			}
 		}
 	}
 	n.mu.Unlock()
@@ -256,16 +253,22 @@ func (n *procNames) readFile(pid uint32, file string, limit int64) ([]byte, erro
 	path := filepath.Join(n.root, strconv.FormatUint(uint64(pid), 10), file)
 	b, err := n.reads.Read(int(pid), file, func() ([]byte, error) { return n.read(path, limit) })
 	if errors.Is(err, procread.ErrStuck) {
-		n.mu.Lock()
-		said := n.said[pid]
-		n.said[pid] = true
-		n.mu.Unlock()
-		if !said {
+		if n.firstSaid(n.said, pid) {
 			level.Warn(n.logger).Log("msg", "a GPU process's procfs file not read in time: its name is left empty, or as last read (an executable selector reads /proc/PID/comm where it is empty), and it is not read again before that read ends",
 				"pid", pid, "file", path, "timeout", nameTimeout)
 		}
 	}
 	return b, err
+}
+
+// firstSaid marks pid in said (one of n's maps of the processes logged
+// while listed), and says whether it was not marked before.
+func (n *procNames) firstSaid(said map[uint32]bool, pid uint32) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	before := said[pid]
+	said[pid] = true
+	return !before
 }
 
 // firstWord is the first NUL-terminated word of a command line, as NVML
