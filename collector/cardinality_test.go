@@ -58,6 +58,9 @@ var cardinalityTerms = map[string]func(*tenant.Snapshot, *tuner.Status) int{
 	"GPU in MIG mode or on a vGPU host": func(s *tenant.Snapshot, _ *tuner.Status) int {
 		return countOf(s.Readings.Devices, func(d gpu.Device) bool { return d.MIGEnabled || d.Scheduler != nil })
 	},
+	"GPU in MPS mode": func(s *tenant.Snapshot, _ *tuner.Status) int {
+		return countOf(s.Readings.Devices, func(d gpu.Device) bool { return d.Up && d.Mode == gpu.SharingMPS })
+	},
 	"GPU with NVLink and row remapping": func(s *tenant.Snapshot, _ *tuner.Status) int {
 		return countOf(s.Readings.Devices, func(d gpu.Device) bool {
 			return d.Up && d.Health.NVLinkActive != nil && d.Health.RowRemapPending != nil

@@ -18,8 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/simtest"
 	"github.com/vgpu-exporter/vgpu_exporter/internal/testutil"
+	"github.com/vgpu-exporter/vgpu_exporter/tenant"
 	"github.com/vgpu-exporter/vgpu_exporter/webconf"
 )
 
@@ -145,6 +147,12 @@ func TestDocsListEveryMetric(t *testing.T) {
 	// Everything a scrape serves, the scrape durations included, and the
 	// web configuration's reloads served beside it.
 	got := testutil.Gather(t, newExporter(t, richSnapshot(), builtin...), NewTunerCollector(richTunerStatus), webConfig(t))
+	// and what a GPU in MPS mode adds
+	mps := bareDevice()
+	mps.Mode = gpu.SharingMPS
+	for n, f := range testutil.Gather(t, newExporter(t, &tenant.Snapshot{Readings: readings(mps)}, "gpu")) {
+		got[n] = f
+	}
 
 	var undocumented, unserved []string
 	for n := range got {

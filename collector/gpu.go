@@ -43,7 +43,7 @@ type gpuCollector struct {
 	smClock, smClockMax, memClock, clocksLocked             *prometheus.Desc
 	power, powerLimit, energy, temperature                  *prometheus.Desc
 	clockReasons, clockReason                               *prometheus.Desc
-	ctxSwitches, ctxSwitchCycles, processes                 *prometheus.Desc
+	ctxSwitches, ctxSwitchCycles, processes, unverified     *prometheus.Desc
 	eccEnabled, eccErrors, persistence, computeMode, events *prometheus.Desc
 	timeslice                                               *prometheus.Desc
 	health                                                  healthDescs
@@ -78,6 +78,7 @@ func newGPUCollector(log.Logger) (Collector, error) {
 	c.ctxSwitches = c.add("gpu_context_switches_total", "Context switches performed by the graphics/compute engines.", l...)
 	c.ctxSwitchCycles = c.add("gpu_context_switch_cycles_total", "Engine cycles spent switching contexts.", l...)
 	c.processes = c.add("gpu_processes", "Processes with a context on the GPU.", l...)
+	c.unverified = c.add("gpu_mps_servers_unverified", "Processes of a GPU in MPS mode taken for its MPS server by their name alone, their executable or their parent's not readable to the exporter (it lacks CAP_SYS_PTRACE): their pauses are refused, as the server's.", l...)
 	c.eccEnabled = c.add("gpu_ecc_enabled", "1 if ECC is enabled, 0 if not.", l...)
 	c.eccErrors = c.add("gpu_ecc_errors_total", "Volatile ECC errors since the driver loaded, by type (corrected, uncorrected).", with("type")...)
 	c.persistence = c.add("gpu_persistence_mode", "1 if persistence mode is on, 0 if off.", l...)
@@ -181,6 +182,15 @@ func (c *gpuCollector) device(e *emitter, r *gpu.Readings, d *gpu.Device) {
 	}
 	if d.ListsRead() { // an MPS GPU's compute list alone holds its server, not its clients
 		e.gauge(c.processes, float64(len(d.Processes)), g, u)
+	}
+	if d.Mode == gpu.SharingMPS {
+		n := 0
+		for _, p := range d.Processes {
+			if p.MPSServerUnverified {
+				n++
+			}
+		}
+		e.gauge(c.unverified, float64(n), g, u)
 	}
 	e.optBool(c.eccEnabled, d.ECCEnabled, g, u)
 	if d.ECCCorrectedTotal != nil {

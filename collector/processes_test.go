@@ -43,3 +43,36 @@ func TestGPUProcessesAbsentWhereAListUnread(t *testing.T) {
 		})
 	}
 }
+
+// TestMPSServersUnverified: vgpu_gpu_mps_servers_unverified counts the
+// processes of an MPS GPU taken for its server by their name alone, 0
+// where none is; absent on a GPU in another mode.
+func TestMPSServersUnverified(t *testing.T) {
+	const head = "# HELP vgpu_gpu_mps_servers_unverified Processes of a GPU in MPS mode taken for its MPS server by their name alone, their executable or their parent's not readable to the exporter (it lacks CAP_SYS_PTRACE): their pauses are refused, as the server's.\n# TYPE vgpu_gpu_mps_servers_unverified gauge\n"
+	series := func(n string) string {
+		return head + `vgpu_gpu_mps_servers_unverified{gpu="4",uuid="GPU-4444"} ` + n + "\n"
+	}
+	for _, tc := range []struct {
+		name       string
+		mode       gpu.SharingMode
+		unverified bool
+		want       string
+	}{
+		{"MPS, the server verified", gpu.SharingMPS, false, series("0")},
+		{"MPS, the server unverified", gpu.SharingMPS, true, series("1")},
+		{"time-sliced", gpu.SharingTimeSlice, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := bareDevice()
+			d.Mode = tc.mode
+			d.Processes = []gpu.Process{
+				{PID: 1, Name: "nvidia-cuda-mps-server", UID: -1, MPSServer: true, MPSServerUnverified: tc.unverified},
+				{PID: 2, Name: "vllm", UID: -1},
+			}
+			e := newExporter(t, &tenant.Snapshot{Readings: readings(d)}, "gpu")
+			if err := testutil.CollectAndCompare(e, strings.NewReader(tc.want), "vgpu_gpu_mps_servers_unverified"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}

@@ -390,8 +390,13 @@ type Process struct {
 	// and an identity its name does not give (the name is argv[0], which
 	// the process sets: exec -a, setproctitle). The NVML backend reads
 	// the process's executable and its parent's (MPSServerName, a child of
-	// MPSControlName).
+	// MPSControlName); where it cannot read them (no ptrace read access
+	// to the process: CAP_SYS_PTRACE), a process named MPSServerName is
+	// taken for the server all the same, and MPSServerUnverified set.
 	MPSServer bool
+	// MPSServerUnverified says MPSServer was set by the process's name
+	// alone, its executable or its parent's not read.
+	MPSServerUnverified bool
 }
 
 // MPSServerName is the executable of an MPS server's process, which an

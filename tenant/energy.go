@@ -249,7 +249,10 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 	if byReservation {
 		idleShare = 1 - held
 	}
-	idle := rest * idleShare
+	// float64(): the product rounded, never fused with the add below into
+	// one multiply-add (which arm64 and amd64 v3 may do): the same idle
+	// energy on every platform.
+	idle := float64(rest * idleShare)
 	if unattributed {
 		g.UnattributedEnergyJoules += rest
 	}
@@ -268,7 +271,7 @@ func (m *meterState) device(rule IdleEnergy, prices *Prices, d *gpu.Device, at t
 		frac := max(0, 1-active) // of the sample's energy, what the activity leaves
 		o.sec += sec
 		p := o.at(prices)
-		p.idle += sec * frac * idleShare
+		p.idle += float64(sec * frac * idleShare) // rounded, as idle above
 		if unattributed {
 			o.unattributed += sec * frac
 		}

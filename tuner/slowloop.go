@@ -291,11 +291,13 @@ func (t *Tuner) switchedOff(plan gpu.Plan) bool {
 // journalPlanned journals a as planned at now. A slow loop's plan's
 // cool-down starts there (reb.lastPlan), not before: an action mode off,
 // held by a hook or a restore, or a guard's quiet writes no planned record,
-// from which a restart resumes it (resumeSlowLoop), and starts none.
+// from which a restart resumes it (resumeSlowLoop), and starts none; nor
+// does a record the journal did not take.
 func (t *Tuner) journalPlanned(a Action, now time.Time) error {
-	if isPlanKnob(a.Target.Knob) {
+	jerr := t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
+		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
+	if jerr == nil && isPlanKnob(a.Target.Knob) {
 		t.reb.lastPlan = now
 	}
-	return t.journal(Record{Time: now, Event: string(OutcomePlanned), Target: a.Target, Tenant: a.Tenant,
-		From: encodeValue(a.Current), To: encodeValue(a.Want), Reason: a.Reason})
+	return jerr
 }

@@ -141,16 +141,19 @@ func TestSlowLoopHoldsEveryTenantAPlanMoved(t *testing.T) {
 
 // The slow loop's cool-down starts with its plan's planned record, which
 // a restart resumes it from: a plan whose action writes none (its GPU's
-// mode off, held by a hook or a restore, a guard's quiet) starts none, so
-// that the tuner running on and one started again agree.
+// mode off, held by a hook or a restore, a guard's quiet), or whose
+// record the journal did not take, starts none, so that the tuner running
+// on and one started again agree.
 func TestSlowLoopCoolDownAsJournaled(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		modes map[string]Mode
 		want  time.Time // the cool-down's start, in memory and in the journal
+		fail  bool      // the journal's writes fail (closed)
 	}{
-		{"planned", nil, t0.Add(15 * time.Second)},
-		{"its target GPU off: no planned record", map[string]Mode{"GPU-1": ModeOff}, time.Time{}},
+		{"planned", nil, t0.Add(15 * time.Second), false},
+		{"its target GPU off: no planned record", map[string]Mode{"GPU-1": ModeOff}, time.Time{}, false},
+		{"its planned record not written", nil, time.Time{}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			j := openJournal(t, filepath.Join(t.TempDir(), "journal"))
@@ -162,6 +165,11 @@ func TestSlowLoopCoolDownAsJournaled(t *testing.T) {
 				t.Fatal(err)
 			}
 			clk.Advance(15 * time.Second)
+			if c.fail {
+				if err := j.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if _, err := tu.RunOnce(context.Background(), tenantSnap(clk.Now(), proc{7, "train"})); err != nil {
 				t.Fatal(err)
 			}

@@ -32,8 +32,8 @@ func TestPause(t *testing.T) {
 		{"tuner off", map[string]any{"mode": "off", "pause": map[string]any{"enabled": true}}, true, false, false, []corev1.Capability{"SYS_ADMIN"}, "-"},
 		{"pause disabled", map[string]any{"mode": "enforce"}, true, false, false, []corev1.Capability{"SYS_ADMIN"}, ""},
 		{"recommend", map[string]any{"mode": "recommend", "pause": map[string]any{"enabled": true}}, true, true, false, []corev1.Capability{"SYS_ADMIN"}, ""},
-		{"enforce", map[string]any{"mode": "enforce", "pause": map[string]any{"enabled": true, "period": "250ms", "max": "200ms"}}, true, true, true, []corev1.Capability{"SYS_ADMIN", "KILL"}, "/host/sys/fs/cgroup"},
-		{"enforce on one GPU", map[string]any{"mode": "recommend", "gpuModes": []any{"0=enforce"}, "pause": map[string]any{"enabled": true}}, true, true, true, []corev1.Capability{"SYS_ADMIN", "KILL"}, "/host/sys/fs/cgroup"},
+		{"enforce", map[string]any{"mode": "enforce", "pause": map[string]any{"enabled": true, "period": "250ms", "max": "200ms"}}, true, true, true, []corev1.Capability{"SYS_ADMIN", "KILL", "SYS_PTRACE"}, "/host/sys/fs/cgroup"},
+		{"enforce on one GPU", map[string]any{"mode": "recommend", "gpuModes": []any{"0=enforce"}, "pause": map[string]any{"enabled": true}}, true, true, true, []corev1.Capability{"SYS_ADMIN", "KILL", "SYS_PTRACE"}, "/host/sys/fs/cgroup"},
 		{"enforce without hostPID", map[string]any{"mode": "enforce", "pause": map[string]any{"enabled": true}}, false, true, true, []corev1.Capability{"SYS_ADMIN"}, "/host/sys/fs/cgroup"},
 		{"enforce on one GPU without hostPID", map[string]any{"mode": "recommend", "gpuModes": []any{"0=enforce"}, "pause": map[string]any{"enabled": true}}, false, true, true, []corev1.Capability{"SYS_ADMIN"}, "/host/sys/fs/cgroup"},
 	} {
@@ -103,8 +103,8 @@ func TestPause(t *testing.T) {
 			t.Errorf("%s: pausing through the node's cgroups %v, want %v", ds.Name, got, want)
 		}
 		if got := exp.SecurityContext != nil && exp.SecurityContext.Capabilities != nil &&
-			slices.Contains(exp.SecurityContext.Capabilities.Add, "KILL"); got != want {
-			t.Errorf("%s: KILL added %v, want %v", ds.Name, got, want)
+			slices.Contains(exp.SecurityContext.Capabilities.Add, "KILL") && slices.Contains(exp.SecurityContext.Capabilities.Add, "SYS_PTRACE"); got != want {
+			t.Errorf("%s: KILL and SYS_PTRACE added %v, want %v", ds.Name, got, want)
 		}
 	}
 	if _, err := render(c, map[string]any{"tuner": map[string]any{"pause": map[string]any{"enabled": true, "period": "half a second"}}}); err == nil {

@@ -58,7 +58,7 @@ func TestRunAsRoot(t *testing.T) {
 }
 
 // TestCapabilitiesAdded: capabilities securityContext adds are kept, the
-// chart's own (SYS_ADMIN, KILL, NET_BIND_SERVICE) added after them, each
+// chart's own (SYS_ADMIN, KILL, SYS_PTRACE, NET_BIND_SERVICE) added after them, each
 // once.
 func TestCapabilitiesAdded(t *testing.T) {
 	c := loadChart(t)
@@ -77,6 +77,8 @@ func TestCapabilitiesAdded(t *testing.T) {
 			"tuner": map[string]any{"mode": "enforce", "pause": map[string]any{"enabled": true}}}, []corev1.Capability{"SYS_PTRACE", "SYS_ADMIN", "KILL"}},
 		// A port below 1024: with every capability dropped, even uid 0
 		// may not bind it where unprivileged ports start at 1024.
+		{"the pause's", map[string]any{"hostPID": true, "tuner": map[string]any{"mode": "enforce", "pause": map[string]any{"enabled": true}}},
+			[]corev1.Capability{"SYS_ADMIN", "KILL", "SYS_PTRACE"}},
 		{"a privileged port", map[string]any{"port": 443}, []corev1.Capability{"SYS_ADMIN", "NET_BIND_SERVICE"}},
 		{"a privileged port, no profiling", map[string]any{"port": 80, "profilingCapability": false}, []corev1.Capability{"NET_BIND_SERVICE"}},
 		{"port 1024", map[string]any{"port": 1024, "profilingCapability": false}, nil},

@@ -129,11 +129,13 @@ func TestEnvironmentFile(t *testing.T) {
 var flagRef = regexp.MustCompile(`(?:^|\s)--([a-z][a-z0-9.-]*[a-z0-9])`)
 
 // TestTunerDropIns: the tuner's drop-ins give it a state directory for the
-// journal and the MPS pipe directory, and SYS_ADMIN (as root) only in
-// enforce.
+// journal and the MPS pipe directory, SYS_ADMIN (as root) only in
+// enforce, and the pause KILL and SYS_PTRACE (the MPS server told by its
+// executable).
 func TestTunerDropIns(t *testing.T) {
 	tuner := settings(t, "vgpu_exporter.service.d/tuner.conf")
 	enforce := settings(t, "vgpu_exporter.service.d/tuner-enforce.conf")
+	pause := settings(t, "vgpu_exporter.service.d/tuner-pause.conf")
 	for _, tc := range []struct {
 		file      string
 		s         map[string][]string
@@ -145,6 +147,7 @@ func TestTunerDropIns(t *testing.T) {
 		{"tuner-enforce.conf", enforce, "CapabilityBoundingSet", "CAP_SYS_ADMIN"},
 		{"tuner-enforce.conf", enforce, "User", "root"},
 		{"tuner-enforce.conf", enforce, "DynamicUser", "no"},
+		{"tuner-pause.conf", pause, "CapabilityBoundingSet", "CAP_KILL CAP_SYS_PTRACE"},
 	} {
 		if got := tc.s[tc.key]; len(got) != 1 || got[0] != tc.want {
 			t.Errorf("%s: %s=%q, want %q", tc.file, tc.key, got, tc.want)

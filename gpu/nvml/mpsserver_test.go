@@ -13,7 +13,9 @@ import (
 // process cannot set by renaming itself: the GPU in MPS mode, the process
 // in its compute list, its executable (its exe link) the server's and its
 // parent's the control daemon's; not by its name (argv[0], which exec -a
-// and setproctitle set), nor where a link is not read.
+// and setproctitle set), but where a link is not read (no ptrace read
+// access: a root exporter short of CAP_SYS_PTRACE), where the name alone
+// takes it for the server, unverified, and logs it once.
 func TestMPSServerByExecutable(t *testing.T) {
 	const (
 		dev     = 2
@@ -27,23 +29,28 @@ func TestMPSServerByExecutable(t *testing.T) {
 	clients := []nvml.ProcessInfo{proc(41)}
 	for _, c := range []struct {
 		name    string
+		named   string // process 7's name (its command line; "": the server's)
 		exe     string // process 7's executable ("": its link not read)
 		parent  uint32
 		pexe    string // the parent's
 		compute []nvml.ProcessInfo
 		mps     []nvml.ProcessInfo
 		want    bool
+		unverif bool // taken for the server by its name alone
 	}{
-		{"the server", server, control, daemon, []nvml.ProcessInfo{proc(pid)}, clients, true},
-		{"the server, its file replaced since", server + " (deleted)", control, daemon + " (deleted)", []nvml.ProcessInfo{proc(pid)}, clients, true},
-		{"renamed: another executable", "/usr/bin/python3", control, daemon, []nvml.ProcessInfo{proc(pid)}, clients, false},
-		{"the server's executable, another parent", server, control, "/bin/bash", []nvml.ProcessInfo{proc(pid)}, clients, false},
-		{"the server's executable, init its parent", server, 1, daemon, []nvml.ProcessInfo{proc(pid)}, clients, false},
-		{"its executable not read", "", control, daemon, []nvml.ProcessInfo{proc(pid)}, clients, false},
-		{"its parent's executable not read", server, control, "", []nvml.ProcessInfo{proc(pid)}, clients, false},
-		{"an MPS client", server, control, daemon, nil, append([]nvml.ProcessInfo{proc(pid)}, clients...), false},
-		{"a GPU time-sliced", server, control, daemon, []nvml.ProcessInfo{proc(pid), proc(8)}, nil, false},
-		{"a GPU exclusive", server, control, daemon, []nvml.ProcessInfo{proc(pid)}, nil, false},
+		{"the server", "", server, control, daemon, []nvml.ProcessInfo{proc(pid)}, clients, true, false},
+		{"the server, its file replaced since", "", server + " (deleted)", control, daemon + " (deleted)", []nvml.ProcessInfo{proc(pid)}, clients, true, false},
+		{"the server, named otherwise", "/bin/other", server, control, daemon, []nvml.ProcessInfo{proc(pid)}, clients, true, false},
+		{"renamed: another executable", "", "/usr/bin/python3", control, daemon, []nvml.ProcessInfo{proc(pid)}, clients, false, false},
+		{"the server's executable, another parent", "", server, control, "/bin/bash", []nvml.ProcessInfo{proc(pid)}, clients, false, false},
+		{"the server's executable, init its parent", "", server, 1, daemon, []nvml.ProcessInfo{proc(pid)}, clients, false, false},
+		{"its executable not read: taken by its name", "", "", control, daemon, []nvml.ProcessInfo{proc(pid)}, clients, true, true},
+		{"its parent's executable not read: taken by its name", "", server, control, "", []nvml.ProcessInfo{proc(pid)}, clients, true, true},
+		{"its executable not read, named otherwise", "/usr/bin/python3", "", control, daemon, []nvml.ProcessInfo{proc(pid)}, clients, false, false},
+		{"its parent's executable not read, named otherwise", "/usr/bin/python3", server, control, "", []nvml.ProcessInfo{proc(pid)}, clients, false, false},
+		{"an MPS client", "", server, control, daemon, nil, append([]nvml.ProcessInfo{proc(pid)}, clients...), false, false},
+		{"a GPU time-sliced", "", server, control, daemon, []nvml.ProcessInfo{proc(pid), proc(8)}, nil, false, false},
+		{"a GPU exclusive", "", server, control, daemon, []nvml.ProcessInfo{proc(pid)}, nil, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t, dgxh100.New())
@@ -51,20 +58,28 @@ func TestMPSServerByExecutable(t *testing.T) {
 			for _, p := range []uint32{pid, 8, 41} {
 				f.procfs.set(p, "1000", server+"\x00")
 			}
+			named := server
+			if c.named != "" {
+				named = c.named
+				f.procfs.set(pid, "1000", named+"\x00")
+			}
 			f.procfs.setExe(pid, c.exe, c.parent)
 			f.procfs.setExe(c.parent, c.pexe, 1)
 			f.setProcs(dev, c.compute, c.mps)
-			rd := sample(t, f.backend())
+			b := f.backend()
+			rd := sample(t, b)
 			var found bool
 			for _, p := range rd.Devices[dev].Processes {
-				if p.Name != server {
-					t.Errorf("PID %d named %q, want %q", p.PID, p.Name, server)
-				}
 				if p.PID == pid {
 					found = true
-					if p.MPSServer != c.want {
-						t.Errorf("PID %d (%s, GPU %s): MPSServer %v, want %v", pid, p.Type, rd.Devices[dev].Mode, p.MPSServer, c.want)
+					if p.Name != named {
+						t.Errorf("PID %d named %q, want %q", p.PID, p.Name, named)
 					}
+					if p.MPSServer != c.want || p.MPSServerUnverified != c.unverif {
+						t.Errorf("PID %d (%s, GPU %s): MPSServer %v, unverified %v, want %v, %v", pid, p.Type, rd.Devices[dev].Mode, p.MPSServer, p.MPSServerUnverified, c.want, c.unverif)
+					}
+				} else if p.Name != server {
+					t.Errorf("PID %d named %q, want %q", p.PID, p.Name, server)
 				} else if p.MPSServer {
 					t.Errorf("PID %d (%s, its executable not read) told as the MPS server", p.PID, p.Type)
 				}
@@ -72,6 +87,18 @@ func TestMPSServerByExecutable(t *testing.T) {
 			if !found {
 				t.Fatalf("PID %d not listed: %+v", pid, rd.Devices[dev].Processes)
 			}
+			// logged once, naming the remedy, while listed
+			sample(t, b)
+			if n := f.logs.count("CAP_SYS_PTRACE", "pid=7", "gpu=2", "not_read="); n != boolInt(c.unverif) {
+				t.Errorf("logged unverified %d times over two samples, want %d:\n%s", n, boolInt(c.unverif), f.logs.String())
+			}
 		})
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

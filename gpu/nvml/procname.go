@@ -97,6 +97,8 @@ type procNames struct {
 	mu    sync.Mutex
 	known map[uint32]procName // by PID, of the processes last listed
 	said  map[uint32]bool     // the processes logged as not read in time, while listed
+	// the processes logged as taken for an MPS server unverified, while listed
+	unverified map[uint32]bool
 }
 
 // procName is a process's name, as last read.
@@ -114,7 +116,7 @@ func newProcNames(root string, clock gpu.Clock, logger log.Logger) *procNames {
 	return &procNames{
 		root: root, clock: clock, logger: logger, read: readHead, link: os.Readlink,
 		reads: procread.New(procread.Options{Timeout: nameTimeout, After: clock.After, MaxStuck: maxNameStuck, Join: true}),
-		known: map[uint32]procName{}, said: map[uint32]bool{},
+		known: map[uint32]procName{}, said: map[uint32]bool{}, unverified: map[uint32]bool{},
 	}
 }
 
@@ -160,9 +162,11 @@ func (n *procNames) fill(rd *gpu.Readings) {
 			delete(n.known, pid)
 		}
 	}
-	for pid := range n.said {
-		if !listed[pid] {
-			delete(n.said, pid)
+	for _, said := range []map[uint32]bool{n.said, n.unverified} {
+		for pid := range said {
+			if !listed[pid] {
+				delete(said, pid)
+			}
 		}
 	}
 	n.mu.Unlock()
@@ -249,16 +253,22 @@ func (n *procNames) readFile(pid uint32, file string, limit int64) ([]byte, erro
 	path := filepath.Join(n.root, strconv.FormatUint(uint64(pid), 10), file)
 	b, err := n.reads.Read(int(pid), file, func() ([]byte, error) { return n.read(path, limit) })
 	if errors.Is(err, procread.ErrStuck) {
-		n.mu.Lock()
-		said := n.said[pid]
-		n.said[pid] = true
-		n.mu.Unlock()
-		if !said {
+		if n.firstSaid(n.said, pid) {
 			level.Warn(n.logger).Log("msg", "a GPU process's procfs file not read in time: its name is left empty, or as last read (an executable selector reads /proc/PID/comm where it is empty), and it is not read again before that read ends",
 				"pid", pid, "file", path, "timeout", nameTimeout)
 		}
 	}
 	return b, err
+}
+
+// firstSaid marks pid in said (one of n's maps of the processes logged
+// while listed), and says whether it was not marked before.
+func (n *procNames) firstSaid(said map[uint32]bool, pid uint32) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	before := said[pid]
+	said[pid] = true
+	return !before
 }
 
 // firstWord is the first NUL-terminated word of a command line, as NVML
