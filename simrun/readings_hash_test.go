@@ -187,7 +187,7 @@ var addedSincePin = map[string]bool{"gpu.Device.UnlistedActivity": true, "gpu.MI
 	"gpu.Device.MPSProcessesUnread": true, "gpu.Device.MPSProcessesRefused": true, "gpu.MIGInstance.ProcessesUnread": true, "tenant.Usage.MemoryUnknown": true,
 	"tenant.Meter.MemoryUnknown": true, "gpu.SamplerStats.Interval": true,
 	"gpu.SamplerStats.PublishDuration": true, "gpu.SamplerStats.DuplicatesDropped": true,
-	"tenant.Info.SLOWindow": true, "gpu.MIGInstance.ComputeInstancesRead": true, "gpu.Process.MPSServer": true}
+	"tenant.Info.SLOWindow": true, "gpu.MIGInstance.ComputeInstancesRead": true, "gpu.Process.MPSServer": true, "gpu.Process.MPSServerUnverified": true}
 
 // pointerSincePin are the fields that were values when the pinned hashes
 // were written and are pointers now (nil where the value is unknown): one
