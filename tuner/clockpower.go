@@ -11,8 +11,8 @@ import (
 	"github.com/vgpu-exporter/vgpu_exporter/gpu"
 )
 
-// Clocks and power: the mechanism's call, and the nearest value a GPU
-// accepts for an original it no longer does.
+// Clocks and power: the nearest value a GPU accepts for an original it no
+// longer does (the call itself is the executor's: applyClockPower).
 //
 // An original the GPU no longer accepts (a driver or firmware update
 // narrowed the power limit's range, or lowered the SM clock's maximum,
@@ -23,17 +23,6 @@ import (
 // go on asking for a revert that cannot be made (autotune gives a lowered
 // power limit back before it locks the clock against DVFS or lowers it
 // for energy). A change that is not a revert is refused as before.
-
-// applyClockPower locks a GPU's SM clocks or sets its power limit.
-func applyClockPower(ctx context.Context, cp gpu.ClockPowerActuator, a Action) error {
-	switch v := a.Want.(type) {
-	case ClockRange:
-		return cp.LockClocks(ctx, a.GPU, gpu.ClockLock(v))
-	case Watts:
-		return cp.SetPowerLimit(ctx, a.GPU, float64(v))
-	}
-	return fmt.Errorf("tuner: %s takes a clock range or watts, not %T", a.Knob, a.Want)
-}
 
 // applyReachable is apply of a, but where a is a revert (a restore's, a
 // round's) whose value the GPU refuses as out of its range: the nearest
