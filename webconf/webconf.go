@@ -289,8 +289,7 @@ func (k *Kept) reload() error {
 		return fmt.Errorf("%s: %w", why, ErrRestart)
 	}
 	if next.cfg == nil {
-		k.auth, k.clientCert = next.auth, next.clientCert
-		k.expiry.Store(&next.expiry)
+		k.take(next)
 		return nil
 	}
 	if err := k.copy.replace(next.cfg); err != nil { // next.cfg released either way
@@ -298,8 +297,7 @@ func (k *Kept) reload() error {
 		k.discard(next)
 		return err
 	}
-	k.auth, k.clientCert = next.auth, next.clientCert
-	k.expiry.Store(&next.expiry)
+	k.take(next)
 	if next.files != k.files {
 		// A handshake reads the copy, then the files it names, and may
 		// read them again after a round trip with the client: the ones
@@ -685,4 +683,11 @@ func onOff(on bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// take puts next's checks in use: its users, its client certificate
+// requirement and its certificates' expiry.
+func (k *Kept) take(next loaded) {
+	k.auth, k.clientCert = next.auth, next.clientCert
+	k.expiry.Store(&next.expiry)
 }

@@ -156,11 +156,11 @@ type minuteSpan struct {
 	start, end int
 	// dropped is what ended without a latency (TenantWindow.Ended less
 	// Judged: dropped requests, under an ITL SLO their missed tokens),
-	// each later than any completed; sampled is what completed but its
-	// windows did not keep (Judged less kept, where a window kept a
-	// sample), each standing behind the latencies kept beside it
-	// (weighted). spanFrom and spanTo are its steps in tenantAcc.spans.
-	dropped, sampled int
+	// each later than any completed; sampled is whether a window of it
+	// kept a sample of what it judged (weighted). spanFrom and spanTo are
+	// its steps in tenantAcc.spans.
+	dropped          int
+	sampled          bool
 	spanFrom, spanTo int
 	// work is the tenant's work in the window, good that of it on GPUs
 	// whose SLOs held (filled when the window closes)
@@ -238,7 +238,7 @@ func (r *Recorder) Add(w WindowStats) {
 		judged, kept := tw.Judged(), len(tw.Latencies)
 		if kept > 0 && judged > kept {
 			a.sampled = append(a.sampled, sampledSpan{span: len(a.spans) - 1, judged: judged})
-			mn.sampled += judged - kept
+			mn.sampled = true
 		}
 		mn.dropped += max(0, tw.Ended()-judged)
 		mn.ended += tw.Ended()

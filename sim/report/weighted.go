@@ -165,7 +165,7 @@ func busyLatency(a *tenantAcc) (v float64, ok bool) {
 		if busy(m) {
 			size += m.end - m.start
 			dropped += m.dropped
-			sampled = sampled || m.sampled > 0
+			sampled = sampled || m.sampled
 		}
 	}
 	if sampled {
